@@ -1,0 +1,84 @@
+"""Every developer command for the opgraph monorepo: ``nox -l`` lists them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "tests"]
+
+ROOT = Path(__file__).parent
+# Core first: every other package depends on it.
+PACKAGES = ["core"] + sorted(
+    p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml") if p.parent.name != "core"
+)
+TEST_DEPS = ["pytest>=8", "hypothesis>=6", "graphviz>=0.20"]
+
+
+def install_packages(session: nox.Session, editable: bool = True) -> None:
+    """Install every package in packages/ (core first) into the session's venv."""
+    args: list[str] = []
+    for name in PACKAGES:
+        args += ["-e", f"packages/{name}"] if editable else [f"packages/{name}"]
+    session.install(*args)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Install every package plus the example plugin and run all test suites."""
+    install_packages(session)
+    session.install("./tests/example_plugin")
+    session.install(*TEST_DEPS)
+    suites = [f"packages/{name}/tests" for name in PACKAGES if (ROOT / "packages" / name / "tests").is_dir()]
+    session.run("python", "-m", "pytest", *suites, "tests", *session.posargs)
+
+
+@nox.session
+def core_alone(session: nox.Session) -> None:
+    """Only opgraph-core installed: core's tests still pass (everything runs, only slower)."""
+    session.install("-e", "packages/core", *TEST_DEPS)
+    session.run("python", "-m", "pytest", "packages/core/tests", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Ruff lint and format check over the whole repository."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def size(session: nox.Session) -> None:
+    """Line caps: core's sources under 15,000 lines, no source file over 1,000."""
+    too_big = []
+    total = 0
+    for path in sorted((ROOT / "packages").glob("*/src/**/*.py")):
+        n = sum(1 for _ in path.open(encoding="utf-8"))
+        if "packages/core/" in path.as_posix():
+            total += n
+        if n > 1000:
+            too_big.append(f"{path.relative_to(ROOT)}: {n} lines")
+    session.log(f"packages/core/src: {total} lines")
+    if too_big or total > 15000:
+        session.error("size caps exceeded:\n" + "\n".join(too_big or [f"core has {total} lines"]))
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Install opgraph and run the first programs in examples/ (the README's first command)."""
+    install_packages(session, editable=False)
+    session.run("python", "-m", "opgraph", "plugins")
+    for example in sorted((ROOT / "examples").glob("*.py")):
+        session.log(f"running {example.name}")
+        session.run("python", str(example))
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run the speed suite in benchmarks/ and print medians beside NumPy (and installed peers)."""
+    install_packages(session, editable=False)
+    session.run("python", "benchmarks/run.py", *session.posargs)

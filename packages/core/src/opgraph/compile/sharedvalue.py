@@ -1,0 +1,268 @@
+"""Shared variables: symbolic variables whose value persists between function calls.
+
+``shared(value)`` asks every installed plugin, through the ``opgraph_shared_constructor``
+hook, for a SharedVariable of the right kind (the tensor library for ndarrays and numbers,
+opgraph-sparse for scipy.sparse matrices, a GPU plugin for device arrays). Core's own
+constructors are asked last.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from opgraph.graph.basic import Variable
+from opgraph.graph.type import Type, generic
+from opgraph.link.basic import Container
+
+__all__ = [
+    "SharedVariable",
+    "core_shared_constructor",
+    "generic_shared_constructor",
+    "shared",
+]
+
+
+class SharedVariable(Variable):
+    """A Variable with a value shared by every function that uses it.
+
+    Functions read the value from ``container`` and write their updates back into it.
+    Use :meth:`get_value` and :meth:`set_value` to read and change it between calls.
+
+    Parameters
+    ----------
+    name
+        The variable's name.
+    type
+        Its Type; the value is filtered by it.
+    value
+        The initial value (ignored when ``container`` is given).
+    strict
+        Values must already have the exact type (no conversion).
+    allow_downcast
+        Allow lossy conversions in :meth:`set_value`.
+    container
+        An existing Container to share (``clone()`` uses it).
+    """
+
+    #: An expression computing the next value after every call of a function using this
+    #: variable (unless the function has ``no_default_updates``), e.g. a random state.
+    default_update: Variable | None = None
+
+    def __init__(
+        self,
+        name: str | None,
+        type: Type,
+        value: Any,
+        strict: bool | None,
+        allow_downcast: bool | None = None,
+        container: Container | None = None,
+    ) -> None:
+        super().__init__(type=type, owner=None, index=None, name=name)
+        if container is not None:
+            if value is not None or strict is not None:
+                raise TypeError(
+                    "SharedVariable: value and strict are ignored when a container is given; "
+                    "pass value=None, strict=None."
+                )
+            self.container = container
+        else:
+            strict = bool(strict)
+            self.container = Container(
+                self,
+                storage=[type.filter(value, strict=strict, allow_downcast=allow_downcast)],
+                readonly=False,
+                strict=strict,
+                allow_downcast=allow_downcast,
+            )
+
+    def get_value(self, borrow: bool = False, return_internal_type: bool = False) -> Any:
+        """Return the current value (a copy unless ``borrow``).
+
+        Parameters
+        ----------
+        borrow
+            Return the internal object itself: faster, but later calls may change it.
+        return_internal_type
+            Return the internal representation even where it differs from the user-facing
+            one (a GPU array rather than a NumPy array); core types make no difference.
+        """
+        value = self.container.value
+        return value if borrow else copy.deepcopy(value)
+
+    def set_value(self, new_value: Any, borrow: bool = False) -> None:
+        """Replace the value, converted through the variable's Type.
+
+        Parameters
+        ----------
+        new_value
+            The new value. A wrong dtype or number of dimensions raises TypeError and the
+            old value is kept.
+        borrow
+            Store ``new_value`` itself when it already has the right type (no copy).
+        """
+        try:
+            value = new_value if borrow else copy.deepcopy(new_value)
+            self.container.value = value
+        except (TypeError, ValueError) as exc:
+            cls = type(exc) if type(exc) in (TypeError, ValueError) else TypeError
+            raise cls(
+                f"cannot set the value of shared variable {self.name or self!s} (type "
+                f"{self.type}): {exc}\nIts value was not changed.\n"
+                "HINT: pass a value of the same dtype and number of dimensions, or build a "
+                "new shared variable."
+            ) from exc
+
+    def zero(self, borrow: bool = False) -> None:
+        """Set the value to zeros of the same shape (only for array-like values)."""
+        value = self.get_value(borrow=True)
+        zeros = getattr(value, "__mul__", None)
+        if zeros is None:
+            raise TypeError(f"zero() needs an array value, {self} holds {type(value).__name__}")
+        self.set_value(value * 0, borrow=True)
+
+    def clone(self, name: str | None = None) -> SharedVariable:
+        """A new SharedVariable of the same type sharing this one's container (and value)."""
+        cp = self.__class__(
+            name=self.name if name is None else name,
+            type=self.type,
+            value=None,
+            strict=None,
+            container=self.container,
+        )
+        cp.tag = self.tag.copy()
+        return cp
+
+    @property
+    def value(self) -> Any:
+        raise AttributeError(
+            "shared variables have no .value attribute; use get_value() and set_value()."
+        )
+
+
+_FOREIGN = {
+    "scipy.sparse": "opgraph-sparse",
+    "pycuda": "opgraph-backend-cuda",
+    "cupy": "opgraph-backend-cuda",
+    "pygpu": "opgraph-backend-cuda",
+}
+
+
+def _foreign_package(value: Any) -> str | None:
+    module = type(value).__module__ or ""
+    for prefix, package in _FOREIGN.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return package
+    return None
+
+
+def generic_shared_constructor(
+    value: Any,
+    name: str | None = None,
+    strict: bool = False,
+    allow_downcast: bool | None = None,
+    borrow: bool = False,
+) -> SharedVariable | None:
+    """Core's last-resort constructor: a SharedVariable of the ``Generic`` type.
+
+    Any Python object is accepted (Theano's ``generic_constructor``), except data owned by
+    a plugin that is not installed (scipy.sparse matrices, GPU arrays): those get None, so
+    :func:`shared` can name the package to install.
+    """
+    if _foreign_package(value) is not None:
+        return None
+    return SharedVariable(
+        name=name,
+        type=generic,
+        value=value if borrow else copy.deepcopy(value),
+        strict=strict,
+        allow_downcast=allow_downcast,
+    )
+
+
+def shared(
+    value: Any,
+    name: str | None = None,
+    strict: bool = False,
+    allow_downcast: bool | None = None,
+    borrow: bool = False,
+    **kwargs: Any,
+) -> SharedVariable:
+    """Build a SharedVariable holding ``value`` (Theano's ``theano.shared``).
+
+    Parameters
+    ----------
+    value
+        The initial value: an ndarray or number (a TensorSharedVariable), or anything an
+        installed plugin owns (a scipy.sparse matrix with opgraph-sparse).
+    name
+        The variable's name.
+    strict
+        Later values must have the exact type.
+    allow_downcast
+        Allow lossy conversions in ``set_value``.
+    borrow
+        Use ``value`` itself rather than a copy.
+    **kwargs
+        Passed to the constructors (e.g. ``broadcastable=(True, False)``).
+
+    Raises
+    ------
+    TypeError
+        If no installed constructor accepts ``value`` (the message names its type), or
+        ``value`` is a symbolic Variable.
+    """
+    if isinstance(value, Variable):
+        raise TypeError(
+            f"shared() takes a value, not the symbolic variable {value}.\n"
+            "HINT: to give a variable a value at each call, make it a function input."
+        )
+    from opgraph.plugins import get_plugin_manager
+
+    pm = get_plugin_manager()
+    if kwargs:
+        # The hook has a fixed signature; keyword extras go to core's constructors.
+        var = core_shared_constructor(value, name, strict, allow_downcast, borrow, **kwargs)
+    else:
+        var = pm.shared_constructor(
+            value=value, name=name, strict=strict, allow_downcast=allow_downcast, borrow=borrow
+        )
+    if var is None:
+        typename = f"{type(value).__module__}.{type(value).__qualname__}"
+        package = _foreign_package(value)
+        hint = (
+            f"install {package}, which provides shared variables for it"
+            if package
+            else "convert it to a numpy array, or install the plugin that handles this type"
+        )
+        raise TypeError(
+            f"no shared-variable constructor accepts a value of type {typename}"
+            f"{' with options ' + repr(sorted(kwargs)) if kwargs else ''}.\nHINT: {hint}."
+        )
+    return var
+
+
+def core_shared_constructor(
+    value: Any,
+    name: str | None = None,
+    strict: bool = False,
+    allow_downcast: bool | None = None,
+    borrow: bool = False,
+    **kwargs: Any,
+) -> SharedVariable | None:
+    """Core's constructors, in order: the tensor library's, then (without extra keyword
+    arguments) :func:`generic_shared_constructor`. Returns None if neither accepts."""
+    try:
+        from opgraph.tensor.sharedvar import tensor_shared_constructor
+    except ImportError as exc:
+        if not (exc.name or "").startswith("opgraph.tensor"):
+            raise
+    else:
+        var = tensor_shared_constructor(
+            value, name=name, strict=strict, allow_downcast=allow_downcast, borrow=borrow, **kwargs
+        )
+        if var is not None:
+            return var
+    if kwargs:
+        return None
+    return generic_shared_constructor(value, name, strict, allow_downcast, borrow)

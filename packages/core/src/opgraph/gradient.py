@@ -1,0 +1,582 @@
+"""Automatic differentiation: grad, Lop, Rop and verify_grad.
+
+``grad`` walks the graph from the cost back to the inputs (iteratively, in reverse
+topological order), asks each Op for the vector-Jacobian product of its outputs' gradients
+(``L_op``), and sums the contributions reaching each variable.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.op import Op
+from opgraph.graph.traversal import io_toposort
+from opgraph.graph.type import Type
+from opgraph.graph.utils import MethodNotDefined, first_user_line
+
+__all__ = [
+    "DisconnectedInputError",
+    "DisconnectedType",
+    "GradientError",
+    "Lop",
+    "NullType",
+    "NullTypeGradError",
+    "Rop",
+    "consider_constant",
+    "disconnected_grad",
+    "grad",
+    "grad_undefined",
+    "verify_grad",
+    "zero_grad",
+]
+
+
+class DisconnectedInputError(ValueError):
+    """The cost does not depend on a variable it was differentiated with respect to."""
+
+
+class NullTypeGradError(TypeError):
+    """A gradient needed by ``grad`` is mathematically undefined or not implemented."""
+
+
+class GradientError(Exception):
+    """``verify_grad`` found an analytic gradient that disagrees with finite differences."""
+
+    def __init__(
+        self,
+        arg: int,
+        err_pos: int,
+        shape: tuple,
+        val1: float,
+        val2: float,
+        abs_err: float,
+        rel_err: float,
+        abs_tol: float,
+        rel_tol: float,
+    ) -> None:
+        super().__init__(
+            f"GradientError: numeric gradient and analytic gradient exceed tolerance:\n"
+            f"  At position {err_pos} of argument {arg} with shape {shape},\n"
+            f"    val1 = {val1:f}      ,  val2 = {val2:f}\n"
+            f"    abs. error = {abs_err:f},  abs. tolerance = {abs_tol:f}\n"
+            f"    rel. error = {rel_err:f},  rel. tolerance = {rel_tol:f}"
+        )
+        self.arg, self.err_pos, self.val1, self.val2 = arg, err_pos, val1, val2
+        self.abs_err, self.rel_err = abs_err, rel_err
+
+
+class NullType(Type):
+    """The type of an undefined gradient; carries the reason in ``why_null``."""
+
+    __props__ = ("why_null",)
+
+    def __init__(self, why_null: str = "(no explanation given)") -> None:
+        self.why_null = why_null
+
+    def filter(self, data: Any, strict: bool = False, allow_downcast: bool | None = None) -> Any:
+        raise ValueError(f"no values can be assigned to a NullType: {self.why_null}")
+
+    def __str__(self) -> str:
+        return "NullType"
+
+
+class DisconnectedType(Type):
+    """The type of a gradient that is zero because there is no path (disconnected)."""
+
+    __props__ = ()
+
+    def filter(self, data: Any, strict: bool = False, allow_downcast: bool | None = None) -> Any:
+        raise ValueError("a DisconnectedType variable has no value")
+
+    def __str__(self) -> str:
+        return "DisconnectedType"
+
+
+def grad_undefined(op: Op, x_pos: int, x: Variable, comment: str = "") -> Variable:
+    """Return a NullType variable: the gradient of ``op`` w.r.t. input ``x_pos`` is undefined."""
+    return NullType(
+        f"the gradient of {op} with respect to its input {x_pos} ({x}) is mathematically "
+        f"undefined. {comment}"
+    )()
+
+
+def grad_not_implemented(op: Op, x_pos: int, x: Variable, comment: str = "") -> Variable:
+    """Return a NullType variable: ``op`` does not implement this gradient."""
+    return NullType(
+        f"{op} does not implement the gradient with respect to its input {x_pos} ({x}). {comment}"
+    )()
+
+
+def _is_null(v: Any) -> bool:
+    return isinstance(v, Variable) and isinstance(v.type, NullType)
+
+
+def _is_disconnected(v: Any) -> bool:
+    return v is None or (isinstance(v, Variable) and isinstance(v.type, DisconnectedType))
+
+
+def _float_zeros_like(x: Variable) -> Variable:
+    from opgraph.tensor.math import zeros_like
+
+    dtype = x.type.dtype if x.type.dtype.startswith(("float", "complex")) else None
+    if dtype is None:
+        from opgraph.configdefaults import config
+
+        dtype = config.floatX
+    return zeros_like(x, dtype=dtype)
+
+
+def _sum_grads(terms: list[Variable]) -> Variable:
+    from opgraph.tensor.math import add
+
+    return terms[0] if len(terms) == 1 else add(*terms)
+
+
+def _backprop(
+    outputs_and_grads: Sequence[tuple[Variable, Variable]],
+    wrt: Sequence[Variable],
+    blocked: set[int],
+) -> dict[Variable, Variable | None]:
+    """Reverse-mode accumulation from seeded output gradients; returns grads of ``wrt``."""
+    outputs = [o for o, _ in outputs_and_grads]
+    # Only nodes on a path from wrt to outputs matter; others contribute nothing.
+    nodes = io_toposort(list(wrt), outputs)
+    ancestors_of_wrt = {id(v) for v in wrt}
+    relevant: list[Apply] = []
+    for node in nodes:
+        if any(id(i) in ancestors_of_wrt for i in node.inputs):
+            relevant.append(node)
+            for o in node.outputs:
+                ancestors_of_wrt.add(id(o))
+    contributions: dict[int, list[Variable]] = {}
+    for out, g in outputs_and_grads:
+        contributions.setdefault(id(out), []).append(g)
+    for node in reversed(relevant):
+        out_grads = []
+        any_grad = False
+        for o in node.outputs:
+            terms = contributions.get(id(o))
+            if terms:
+                any_grad = True
+                out_grads.append(_sum_grads(terms))
+            else:
+                out_grads.append(_float_zeros_like(o) if _is_float_like(o) else None)
+        if not any_grad:
+            continue
+        for k, (o, g) in enumerate(zip(node.outputs, out_grads, strict=True)):
+            if g is None:
+                out_grads[k] = DisconnectedType()()
+        try:
+            input_grads = node.op.L_op(node.inputs, node.outputs, out_grads)
+        except MethodNotDefined as exc:
+            where = first_user_line(getattr(node.outputs[0].tag, "trace", None))
+            raise NullTypeGradError(
+                f"{exc}. The node was created at {where or 'an unknown place'}. "
+                "HINT: wrap the input with opgraph.gradient.disconnected_grad if its "
+                "gradient is not needed."
+            ) from exc
+        if len(input_grads) != len(node.inputs):
+            raise ValueError(
+                f"{node.op}.L_op returned {len(input_grads)} gradients for {len(node.inputs)} inputs"
+            )
+        for inp, ig in zip(node.inputs, input_grads, strict=True):
+            if _is_disconnected(ig) or id(inp) in blocked or id(inp) not in ancestors_of_wrt:
+                continue
+            if not _is_null(ig):
+                ig = _match_type(inp, ig, node)
+            contributions.setdefault(id(inp), []).append(ig)
+    result: dict[Variable, Variable | None] = {}
+    for w in wrt:
+        terms = contributions.get(id(w))
+        if not terms:
+            result[w] = None
+            continue
+        nulls = [t for t in terms if _is_null(t)]
+        result[w] = nulls[0] if nulls else _sum_grads(terms)
+    return result
+
+
+def _is_float_like(v: Variable) -> bool:
+    return hasattr(v.type, "dtype") and hasattr(v.type, "broadcastable")
+
+
+def _match_type(inp: Variable, g: Any, node: Apply) -> Variable:
+    """Make a gradient term match the input's dtype and broadcastable pattern."""
+    from opgraph.tensor.basic import as_tensor_variable, patternbroadcast
+    from opgraph.tensor.math import cast
+    from opgraph.tensor.math import sum as tsum
+    from opgraph.tensor.type import TensorType
+
+    if not isinstance(inp.type, TensorType):
+        return g
+    g = as_tensor_variable(g)
+    if g.type.ndim != inp.type.ndim:
+        raise ValueError(
+            f"{node.op}.grad returned a gradient of {g.type.ndim} dimension(s) for input {inp} "
+            f"of {inp.type.ndim} dimension(s)"
+        )
+    axes = [
+        i
+        for i, (ib, gb) in enumerate(zip(inp.type.broadcastable, g.type.broadcastable, strict=True))
+        if ib and not gb
+    ]
+    if axes:
+        g = tsum(g, axis=axes, keepdims=True)
+    if g.type.broadcastable != inp.type.broadcastable:
+        g = patternbroadcast(g, inp.type.broadcastable)
+    if inp.type.dtype.startswith(("float", "complex")) and g.type.dtype != inp.type.dtype:
+        g = cast(g, inp.type.dtype)
+    return g
+
+
+def grad(
+    cost: Variable | None,
+    wrt: Variable | Sequence[Variable],
+    consider_constant: Sequence[Variable] | None = None,
+    disconnected_inputs: str = "raise",
+    add_names: bool = True,
+    known_grads: Mapping[Variable, Any] | None = None,
+    return_disconnected: str = "zero",
+    null_gradients: str = "raise",
+) -> Any:
+    """Return the symbolic gradient of scalar ``cost`` with respect to ``wrt``.
+
+    Parameters
+    ----------
+    cost
+        A 0-d variable (or None when ``known_grads`` seeds the backward pass).
+    wrt
+        A variable or a list of them; the result has the same structure.
+    consider_constant
+        Variables through which no gradient flows.
+    disconnected_inputs
+        'raise' (default), 'warn' or 'ignore' when ``cost`` does not depend on a ``wrt``.
+    known_grads
+        ``{variable: gradient}`` to start from instead of (or besides) ``cost``.
+    return_disconnected
+        For a disconnected ``wrt``: 'zero' (zeros like it), 'None', or 'Disconnected'.
+    null_gradients
+        'raise' (default) or 'return' when a needed gradient is undefined.
+    """
+    from opgraph.tensor.basic import as_tensor_variable
+    from opgraph.tensor.math import ones_like
+
+    if disconnected_inputs not in ("raise", "warn", "ignore"):
+        raise ValueError(
+            f"disconnected_inputs must be 'raise', 'warn' or 'ignore', got {disconnected_inputs!r}"
+        )
+    if return_disconnected not in ("zero", "None", "Disconnected"):
+        raise ValueError("return_disconnected must be 'zero', 'None' or 'Disconnected'")
+    single = isinstance(wrt, Variable)
+    wrt_list = [wrt] if single else list(wrt)  # type: ignore[list-item]
+    for w in wrt_list:
+        if not isinstance(w, Variable):
+            raise TypeError(f"grad: wrt must be Variables, got {w!r}")
+    seeds: list[tuple[Variable, Variable]] = []
+    if cost is not None:
+        cost = as_tensor_variable(cost)
+        if cost.type.ndim != 0:
+            raise TypeError(
+                f"grad: cost must be a scalar (0-d), got {cost} of type {cost.type}. "
+                "HINT: sum it, or use opgraph.gradient.jacobian / Lop for non-scalar outputs."
+            )
+        if cost.type.dtype.startswith(("int", "uint", "bool")):
+            seeds.append((cost, ones_like(cost, dtype="float64")))
+        else:
+            seeds.append((cost, ones_like(cost)))
+    for var, g in (known_grads or {}).items():
+        if not isinstance(g, Variable):
+            g = as_tensor_variable(g)
+        seeds.append((var, g))
+    if not seeds:
+        raise ValueError("grad needs a cost or known_grads")
+    blocked = {id(v) for v in consider_constant or ()}
+    grads = _backprop(seeds, wrt_list, blocked)
+    out: list[Any] = []
+    for w in wrt_list:
+        g = grads[w]
+        if g is None:
+            direct = any(w is s for s, _ in seeds)
+            if not direct:
+                msg = (
+                    f"grad method was asked to compute the gradient with respect to a variable "
+                    f"that is not part of the computational graph of the cost, or is used only "
+                    f"by a non-differentiable operator: {w}"
+                )
+                if disconnected_inputs == "raise":
+                    raise DisconnectedInputError(
+                        msg + ". HINT: pass disconnected_inputs='warn' or 'ignore' to grad()."
+                    )
+                if disconnected_inputs == "warn":
+                    warnings.warn(msg, stacklevel=2)
+            if return_disconnected == "zero":
+                g = _float_zeros_like(w)
+            elif return_disconnected == "Disconnected":
+                g = DisconnectedType()()
+        elif _is_null(g) and null_gradients == "raise":
+            raise NullTypeGradError(
+                f"grad encountered a NaN/undefined gradient for {w}: {g.type.why_null}"
+            )
+        if (
+            add_names
+            and g is not None
+            and cost is not None
+            and getattr(cost, "name", None)
+            and getattr(w, "name", None)
+            and not _is_null(g)
+        ):
+            g.name = f"(d{cost.name}/d{w.name})"
+        out.append(g)
+    return out[0] if single else out
+
+
+def Lop(
+    f: Variable | Sequence[Variable],
+    wrt: Variable | Sequence[Variable],
+    eval_points: Any,
+    consider_constant: Sequence[Variable] | None = None,
+    disconnected_inputs: str = "raise",
+) -> Any:
+    """Vector-Jacobian product ``v^T J`` of ``f`` w.r.t. ``wrt`` with ``v = eval_points``."""
+    fs = [f] if isinstance(f, Variable) else list(f)
+    vs = [eval_points] if isinstance(f, Variable) else list(eval_points)
+    if len(fs) != len(vs):
+        raise ValueError(f"Lop: {len(fs)} outputs but {len(vs)} eval points")
+    return grad(
+        None,
+        wrt,
+        consider_constant=consider_constant,
+        known_grads=dict(zip(fs, vs, strict=True)),
+        disconnected_inputs=disconnected_inputs,
+        add_names=False,
+    )
+
+
+def Rop(
+    f: Variable | Sequence[Variable], wrt: Variable | Sequence[Variable], eval_points: Any
+) -> Any:
+    """Jacobian-vector product ``J v`` of ``f`` w.r.t. ``wrt`` with ``v = eval_points``.
+
+    Uses each Op's ``R_op`` (forward mode); an Op without one raises a clear error.
+    """
+    from opgraph.tensor.basic import as_tensor_variable
+
+    single_f = isinstance(f, Variable)
+    fs = [f] if single_f else list(f)
+    ws = [wrt] if isinstance(wrt, Variable) else list(wrt)
+    evs = [eval_points] if isinstance(wrt, Variable) else list(eval_points)
+    if len(ws) != len(evs):
+        raise ValueError(f"Rop: {len(ws)} wrt variables but {len(evs)} eval points")
+    tangent: dict[int, Variable | None] = {}
+    for w, ev in zip(ws, evs, strict=True):
+        ev = as_tensor_variable(ev)
+        if hasattr(w.type, "ndim") and ev.type.ndim != w.type.ndim:
+            raise ValueError(
+                f"Rop: eval point for {w} must have {w.type.ndim} dimension(s), got {ev.type.ndim}"
+            )
+        tangent[id(w)] = ev
+    for node in io_toposort(ws, fs):
+        evals = [tangent.get(id(i)) for i in node.inputs]
+        if all(e is None for e in evals):
+            continue
+        try:
+            outs = node.op.R_op(node.inputs, evals)
+        except MethodNotDefined as exc:
+            raise NotImplementedError(
+                f"Rop: {node.op} has no R_op, so forward-mode derivatives cannot pass through "
+                f"it ({exc}). HINT: use Lop, or ask for R_op on this Op."
+            ) from exc
+        for o, t in zip(node.outputs, outs, strict=True):
+            tangent[id(o)] = t
+    result = []
+    for out in fs:
+        t = tangent.get(id(out))
+        if t is None:
+            t = _float_zeros_like(out)
+        result.append(t)
+    return result[0] if single_f else result
+
+
+def Rop_via_Lop(
+    op: Op, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
+) -> list[Variable | None]:
+    """R_op of an elementwise op: ``J v`` as the sum of each input's partial times its tangent."""
+    from opgraph.tensor.math import mul
+
+    outputs = op(*inputs, return_list=True)
+    results: list[Variable | None] = []
+    for out in outputs:
+        total = None
+        for x, ev in zip(inputs, eval_points, strict=True):
+            if ev is None or not x.type.dtype.startswith(("float", "complex")):
+                continue
+            # For an elementwise op the Jacobian is diagonal: d out / d x (elementwise) * ev.
+            from opgraph.tensor.math import ones_like
+
+            partial = Lop(out, x, ones_like(out))
+            term = mul(partial, ev)
+            total = term if total is None else total + term
+        results.append(total)
+    return results
+
+
+def consider_constant(x: Variable) -> Variable:
+    """Return ``x`` unchanged in value but with no gradient flowing through it."""
+    return disconnected_grad(x)
+
+
+class _GradBlock(Op):
+    """Identity in the forward pass; the gradient through it is zero or disconnected."""
+
+    __props__ = ("mode",)
+    view_map = {0: [0]}
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def make_node(self, x: Any) -> Apply:
+        from opgraph.tensor.basic import as_tensor_variable
+
+        x = as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+        output_storage[0][0] = inputs[0]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
+        if self.mode == "zero":
+            return [_float_zeros_like(inputs[0])]
+        return [DisconnectedType()()]
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return list(input_shapes)
+
+    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
+        return [None]
+
+
+def zero_grad(x: Variable) -> Variable:
+    """``x`` in the forward pass; its gradient is zero."""
+    return _GradBlock("zero")(x)
+
+
+def disconnected_grad(x: Variable) -> Variable:
+    """``x`` in the forward pass; no gradient flows through it (disconnected)."""
+    return _GradBlock("disconnected")(x)
+
+
+def numeric_grad(f: Any, pt: Sequence[np.ndarray], eps: float) -> list[np.ndarray]:
+    """Central finite differences of scalar function ``f`` at the point ``pt``."""
+    grads = []
+    for k, x in enumerate(pt):
+        g = np.zeros_like(x, dtype="float64")
+        flat = x.reshape(-1)
+        gflat = g.reshape(-1)
+        for i in range(flat.size):
+            orig = flat[i]
+            flat[i] = orig + eps
+            fp = float(f(*pt))
+            flat[i] = orig - eps
+            fm = float(f(*pt))
+            flat[i] = orig
+            gflat[i] = (fp - fm) / (2 * eps)
+        grads.append(g)
+        pt[k] = x
+    return grads
+
+
+_EPS = {"float64": 1e-7, "float32": 1e-2, "float16": 1e-1}
+_TOL = {"float64": 1e-4, "float32": 1e-2, "float16": 5e-2}
+
+
+def verify_grad(
+    fun: Any,
+    pt: Sequence[Any],
+    n_tests: int = 2,
+    rng: np.random.Generator | np.random.RandomState | None = None,
+    eps: float | None = None,
+    out_type: str | None = None,
+    abs_tol: float | None = None,
+    rel_tol: float | None = None,
+    mode: Any = None,
+    cast_to_output_type: bool = False,
+    no_debug_ref: bool = True,
+) -> None:
+    """Check ``grad`` of ``fun`` at point ``pt`` against finite differences.
+
+    ``fun`` takes symbolic variables (one per array in ``pt``) and returns a tensor. The
+    output is projected on a random tensor to a scalar cost; its symbolic gradient is
+    compared with central differences with dtype-aware ``eps`` and tolerances. Raises
+    :class:`GradientError` naming the argument and position that disagree.
+    """
+    from opgraph.compile.function import function
+    from opgraph.tensor.basic import as_tensor_variable
+    from opgraph.tensor.math import mul
+    from opgraph.tensor.math import sum as tsum
+    from opgraph.tensor.type import TensorType
+
+    pt = [np.array(p) for p in pt]
+    for i, p in enumerate(pt):
+        if p.dtype.kind not in "fc":
+            raise TypeError(
+                f"verify_grad: point {i} has dtype {p.dtype}; gradients need float inputs"
+            )
+    if rng is None:
+        rng = np.random.default_rng(42)
+    rand = rng.random if hasattr(rng, "random") else rng.rand  # type: ignore[attr-defined]
+    dtype = str(np.result_type(*[p.dtype for p in pt]))
+    eps = eps if eps is not None else _EPS.get(dtype, 1e-7)
+    abs_tol = abs_tol if abs_tol is not None else _TOL.get(dtype, 1e-4)
+    rel_tol = rel_tol if rel_tol is not None else _TOL.get(dtype, 1e-4)
+    inputs = [TensorType(p.dtype, [False] * p.ndim)(f"input {i}") for i, p in enumerate(pt)]
+    out = as_tensor_variable(fun(*inputs))
+    fn_out = function(inputs, out, mode=mode, allow_input_downcast=True, on_unused_input="ignore")
+    o_shape = np.shape(fn_out(*[p.copy() for p in pt]))
+    for _ in range(n_tests):
+        proj = np.asarray(rand(*o_shape) if o_shape else rand(), dtype=out.type.dtype) + 0.5
+        proj_var = TensorType(out.type.dtype, [False] * out.type.ndim)("random projection")
+        cost = tsum(mul(out, proj_var))
+        g = grad(cost, inputs, disconnected_inputs="ignore")
+        cost_fn = function(
+            [*inputs, proj_var],
+            cost,
+            mode=mode,
+            on_unused_input="ignore",
+            allow_input_downcast=True,
+        )
+        grad_fn = function(
+            [*inputs, proj_var], g, mode=mode, on_unused_input="ignore", allow_input_downcast=True
+        )
+        analytic = grad_fn(*[p.copy() for p in pt], proj)
+        work = [p.astype("float64") if p.dtype == "float64" else p.copy() for p in pt]
+
+        def f(*args: Any) -> float:
+            return float(cost_fn(*[a.astype(p.dtype) for a, p in zip(args, pt, strict=True)], proj))
+
+        numeric = numeric_grad(f, work, eps)
+        for k, (a, n) in enumerate(zip(analytic, numeric, strict=True)):
+            a = np.asarray(a, dtype="float64")
+            abs_err = np.abs(a - n)
+            rel_err = abs_err / np.maximum(np.abs(a) + np.abs(n), 1e-8)
+            bad = (abs_err > abs_tol) & (rel_err > rel_tol)
+            if bad.any():
+                pos = int(np.argmax(np.where(bad, rel_err, -1)))
+                raise GradientError(
+                    k,
+                    pos,
+                    a.shape,
+                    float(a.flat[pos]),
+                    float(n.flat[pos]),
+                    float(abs_err.flat[pos]),
+                    float(rel_err.flat[pos]),
+                    abs_tol,
+                    rel_tol,
+                )
+
+
+verify_grad.E_grad = GradientError  # type: ignore[attr-defined]  # Theano's attribute

@@ -1,0 +1,396 @@
+"""The graph's two kinds of node: ``Variable`` (data) and ``Apply`` (an Op applied to Variables).
+
+A graph is bipartite and acyclic: a Variable points to the Apply that produced it through
+``owner`` (``None`` for a graph input), and an Apply points to its ``inputs`` and ``outputs``.
+``Constant`` is a Variable whose value is known, fixed and read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from opgraph.graph.utils import Scratchpad, add_tag_trace
+
+if TYPE_CHECKING:
+    from opgraph.graph.op import Op
+    from opgraph.graph.type import Type
+
+__all__ = ["Apply", "Constant", "Node", "Variable", "as_variable"]
+
+
+class Node:
+    """Common base of ``Apply`` and ``Variable``."""
+
+    __slots__ = ()
+
+
+class Variable(Node):
+    """A datum at some point of a computation: an input, an intermediate or an output.
+
+    Parameters
+    ----------
+    type
+        The Type of the values this variable can hold.
+    owner
+        The Apply node that computes this variable, or ``None`` for a graph input. Normally
+        set by ``Apply`` itself rather than passed here.
+    index
+        Position of this variable in ``owner.outputs``.
+    name
+        A name for printing and debugging only.
+    """
+
+    # Attributes a FunctionGraph sets on the variables it owns (``clients``, ``fgraph``) live
+    # in the instance dict, as in Theano: the user's variables never get them.
+
+    def __init__(
+        self,
+        type: Type,
+        owner: Apply | None = None,
+        index: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        from opgraph.graph.type import Type as _Type
+
+        if not isinstance(type, _Type):
+            raise TypeError(f"Variable needs a Type instance as its type, got {type!r}")
+        if owner is not None and not isinstance(owner, Apply):
+            raise TypeError(f"Variable.owner must be an Apply node or None, got {owner!r}")
+        if index is not None and not isinstance(index, int):
+            raise TypeError(f"Variable.index must be an int or None, got {index!r}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"Variable.name must be a string or None, got {name!r}")
+        self.type = type
+        self.owner = owner
+        self.index = index
+        self.name = name
+        self.tag = Scratchpad()
+        add_tag_trace(self)
+
+    def __str__(self) -> str:
+        if self.name is not None:
+            return self.name
+        if self.owner is not None:
+            op = self.owner.op
+            if self.index == op.default_output:
+                return f"{op}.out"
+            return f"{op}.{self.index}"
+        return f"<{self.type}>"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    @property
+    def auto_name(self) -> str:
+        """A stable, unique-per-object name (``auto_<id>``) for code generation and dot files."""
+        return f"auto_{id(self)}"
+
+    def clone(self, name: str | None = None) -> Variable:
+        """Return a new, ownerless Variable of the same type, name and tag (a fresh graph input)."""
+        cp = self.__class__.__new__(self.__class__)
+        Variable.__init__(cp, self.type, None, None, self.name if name is None else name)
+        cp.tag = self.tag.copy()
+        return cp
+
+    def get_parents(self) -> list[Apply]:
+        """The Apply that owns this variable, as a one-element list, or an empty list."""
+        return [self.owner] if self.owner is not None else []
+
+    def eval(self, inputs_to_values: dict[Variable, Any] | None = None) -> Any:
+        """Compile (once, cached on the variable) and evaluate this variable.
+
+        ``inputs_to_values`` maps input Variables to values, as in Theano's ``Variable.eval``.
+        """
+        from opgraph.compile.function import function
+
+        inputs_to_values = dict(inputs_to_values or {})
+        inputs = tuple(sorted(inputs_to_values, key=id))
+        cache = self.__dict__.setdefault("_fn_cache", {})
+        fn = cache.get(inputs)
+        if fn is None:
+            fn = cache[inputs] = function(list(inputs), self)
+        return fn(*(inputs_to_values[v] for v in inputs))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_fn_cache", None)
+        if state.get("fgraph") is not None:
+            # Its FunctionGraph pickles the graph's links flat and restores them, so that
+            # pickling a deep graph does not recurse along it (see FunctionGraph.__getstate__).
+            state.pop("owner", None)
+            state.pop("clients", None)
+        return state
+
+    def __copy__(self) -> Variable:
+        cp = object.__new__(type(self))
+        cp.__dict__.update(self.__dict__)
+        return cp
+
+
+class Constant(Variable):
+    """A Variable whose value is fixed: always ``data``, never modified by any Op.
+
+    ``data`` is filtered by the type, stored read-only and can be set only once. Constants are
+    merged by value: ``c.equals(d)`` and ``c.signature() == d.signature()`` compare type and
+    data. ``==`` stays identity so that graphs can key dictionaries by variable. Passing a
+    Constant as a function input is an error: its value is already known.
+    """
+
+    def __init__(self, type: Type, data: Any, name: str | None = None) -> None:
+        super().__init__(type, None, None, name)
+        self._data = _readonly(type.filter(data))
+
+    @property
+    def data(self) -> Any:
+        """The constant's value (read-only)."""
+        return self._data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        raise ValueError(
+            f"Constant {self} already has its data; a Constant's value is set once. "
+            "Build a new constant instead."
+        )
+
+    @property
+    def value(self) -> Any:
+        """Alias of ``data`` (the name used in the Theano paper)."""
+        return self._data
+
+    @property
+    def owner(self) -> None:  # type: ignore[override]
+        return None
+
+    @owner.setter
+    def owner(self, value: Apply | None) -> None:
+        if value is not None:
+            raise ValueError(f"Constant {self} cannot be the output of an Apply node")
+
+    def signature(self) -> tuple[Any, ...]:
+        """A hashable key equal for constants of equal type and value (used by merging)."""
+        return (self.type, _data_key(self._data))
+
+    def equals(self, other: object) -> bool:
+        """True if ``other`` is a Constant of the same type holding an equal value."""
+        return isinstance(other, Constant) and self.signature() == other.signature()
+
+    def __str__(self) -> str:
+        if self.name is not None:
+            return self.name
+        text = str(self._data)
+        if len(text) > 20:
+            text = text[:10] + ".." + text[-10:]
+        return f"{type(self).__name__}{{{text}}}"
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        data = self._data
+        if isinstance(data, np.ndarray) and data.flags.writeable:
+            data.setflags(write=False)  # pickle does not keep the read-only flag
+
+    def clone(self, name: str | None = None) -> Constant:
+        """Return a new Constant with the same type and (shared, read-only) data."""
+        cp = self.__class__.__new__(self.__class__)
+        Variable.__init__(cp, self.type, None, None, self.name if name is None else name)
+        cp._data = self._data
+        cp.tag = self.tag.copy()
+        return cp
+
+
+def _readonly(data: Any) -> Any:
+    if isinstance(data, np.ndarray) and data.flags.writeable:
+        data = data.copy()
+        data.setflags(write=False)
+    return data
+
+
+class _DataKey:
+    """Hashable wrapper comparing array data by dtype, shape and values (NaN equal to NaN)."""
+
+    __slots__ = ("_hash", "data")
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data
+        self._hash = hash((data.dtype.str, data.shape, _hash_sample(data)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _DataKey):
+            return False
+        a, b = self.data, other.data
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+
+
+def _hash_sample(data: np.ndarray) -> bytes:
+    """Bytes of the first values, canonical for every array ``array_equal`` calls equal.
+
+    NaNs with different payloads and -0.0 / 0.0 compare equal, so they must hash equal; object
+    arrays hold pointers, so only their dtype and shape are hashed.
+    """
+    if data.dtype.kind == "O":
+        return b""
+    sample = data.ravel()[:512]
+    if data.dtype.kind in "fc":
+        sample = np.where(np.isnan(sample), np.nan, sample) + 0  # -0.0 + 0 is +0.0
+        sample = sample.astype(data.dtype, copy=False)
+    return sample.tobytes()
+
+
+def _data_key(data: Any) -> Any:
+    if isinstance(data, np.ndarray | np.generic):
+        return _DataKey(np.asarray(data))
+    try:
+        hash(data)
+    except TypeError:
+        return ("id", id(data))
+    return data
+
+
+class Apply(Node):
+    """The application of an Op to input Variables, producing output Variables.
+
+    ``Apply(op, inputs, outputs)`` sets each output's ``owner`` to this node and its ``index``
+    to its position, as Theano documents. Ops normally build Apply nodes in ``make_node``.
+    """
+
+    def __init__(self, op: Op, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
+        from opgraph.graph.op import Op as _Op
+
+        if not isinstance(op, _Op):
+            raise TypeError(f"Apply needs an Op instance as its op, got {op!r}")
+        if isinstance(inputs, Variable) or not isinstance(inputs, Sequence):
+            raise TypeError(f"Apply({op}) inputs must be a list of Variables, got {inputs!r}")
+        if isinstance(outputs, Variable) or not isinstance(outputs, Sequence):
+            raise TypeError(f"Apply({op}) outputs must be a list of Variables, got {outputs!r}")
+        for i, inp in enumerate(inputs):
+            if not isinstance(inp, Variable):
+                raise TypeError(
+                    f"input {i} of Apply({op}) must be a Variable, got {inp!r} "
+                    f"({type(inp).__name__}). HINT: wrap values with the type's "
+                    "make_constant or opgraph.tensor.as_tensor_variable."
+                )
+        for i, out in enumerate(outputs):
+            if not isinstance(out, Variable):
+                raise TypeError(f"output {i} of Apply({op}) must be a Variable, got {out!r}")
+            if isinstance(out, Constant):
+                raise TypeError(f"output {i} of Apply({op}) is a Constant, which has no owner")
+            if out.owner is not None and (out.owner is not self or out.index != i):
+                raise ValueError(
+                    f"output {i} of Apply({op}) ({out}) is already the output of {out.owner}"
+                )
+        self.op = op
+        self.inputs: list[Variable] = list(inputs)
+        self.outputs: list[Variable] = list(outputs)
+        self.tag = Scratchpad()
+        for i, out in enumerate(self.outputs):
+            out.owner = self
+            out.index = i
+
+    def default_output(self) -> Variable:
+        """The output returned when the Op is called: its only output or ``op.default_output``."""
+        do = self.op.default_output
+        if do is not None:
+            return self.outputs[do]
+        if len(self.outputs) == 1:
+            return self.outputs[0]
+        raise ValueError(f"{self.op} has {len(self.outputs)} outputs and no default_output")
+
+    @property
+    def out(self) -> Variable:
+        """Alias of :meth:`default_output`."""
+        return self.default_output()
+
+    @property
+    def nin(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def nout(self) -> int:
+        return len(self.outputs)
+
+    @property
+    def params(self) -> Any:
+        """The Op's run-time parameters for this node (``op.get_params(node)``), if any."""
+        return self.op.get_params(self)
+
+    def get_parents(self) -> list[Variable]:
+        return list(self.inputs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if state.get("fgraph") is not None:  # restored by its FunctionGraph, as in Variable
+            state.pop("inputs", None)
+            state.pop("outputs", None)
+        return state
+
+    def __copy__(self) -> Apply:
+        cp = object.__new__(type(self))
+        cp.__dict__.update(self.__dict__)
+        return cp
+
+    def __str__(self) -> str:
+        return f"{self.op}({', '.join(str(i) for i in self.inputs)})"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def clone(self, clone_inner_graph: bool = False) -> Apply:
+        """Return a node with the same op and inputs and fresh output variables."""
+        outs = [o.clone() for o in self.outputs]
+        cp = Apply(self.op, self.inputs, outs)
+        cp.tag = self.tag.copy()
+        return cp
+
+    def clone_with_new_inputs(self, inputs: Sequence[Variable], strict: bool = True) -> Apply:
+        """Return a copy of this node applied to ``inputs``.
+
+        With ``strict`` each new input must have the old input's type (or be convertible to it
+        by ``Type.filter_variable``). Otherwise the Op's ``make_node`` rebuilds the node, so the
+        output types may change.
+        """
+        if len(inputs) != len(self.inputs):
+            raise ValueError(
+                f"{self.op} has {len(self.inputs)} inputs, clone_with_new_inputs got {len(inputs)}"
+            )
+        remake = False
+        new_inputs = list(inputs)
+        for i, (curr, new) in enumerate(zip(self.inputs, new_inputs, strict=True)):
+            if curr.type != new.type:
+                if strict:
+                    new_inputs[i] = curr.type.filter_variable(new)
+                else:
+                    remake = True
+        if remake:
+            node = self.op.make_node(*new_inputs)
+        else:
+            node = self.clone()
+            node.inputs = new_inputs
+        node.tag = self.tag.copy()
+        return node
+
+
+def as_variable(x: Any, name: str | None = None) -> Variable:
+    """Return ``x`` if it is a Variable, the default output of ``x`` if it is an Apply,
+    else a Constant built by a plugin's converter or by the tensor library."""
+    if isinstance(x, Variable):
+        return x
+    if isinstance(x, Apply):
+        return x.default_output()
+    try:
+        from opgraph.plugins import get_plugin_manager
+
+        var = get_plugin_manager().as_variable(value=x, name=name)
+    except ImportError:
+        var = None
+    if var is not None:
+        return var
+    from opgraph.tensor.basic import as_tensor_variable
+
+    return as_tensor_variable(x, name=name)

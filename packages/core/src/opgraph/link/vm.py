@@ -1,0 +1,429 @@
+"""The pure-Python virtual machines that run per-node thunks, and the ``vm`` linker.
+
+- :class:`Loop` runs the thunks in topological order. With ``allow_gc`` it empties each
+  intermediate's cell right after the last node that reads it.
+- :class:`Stack` evaluates on demand, for graphs with lazy nodes (``ifelse``): a lazy
+  thunk returns the indices of the inputs it still needs (``[0]`` for the condition, then
+  only the taken branch), or a false value when it is done. It keeps an explicit stack, so
+  graphs of any depth run under Python's default recursion limit.
+
+Both apply the function's updates after every output and update value is computed, and
+atomically: each new value is checked against its shared variable's Type first, and if any
+node or any check fails, no shared variable changes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.op import Thunk
+from opgraph.link.basic import LocalLinker, gc_plan
+from opgraph.link.dispatch import KernelRegistry
+from opgraph.link.utils import raise_with_op
+
+__all__ = ["VM", "Loop", "Stack", "VMLinker", "build_vm"]
+
+#: ``callback(node=..., thunk=..., storage_map=..., compute_map=...)`` after each node.
+Callback = Callable[..., None]
+
+
+class VM:
+    """Base of the VMs: holds the thunks, the storage map and the update pairs.
+
+    Calling the VM runs the graph once (``n_calls`` times if given: functions without
+    explicit inputs, driven by shared variables, can loop inside the VM).
+
+    Attributes
+    ----------
+    call_counts, call_times
+        Per node (in ``nodes`` order): how many times it ran and the seconds spent, when
+        timing is on. :meth:`update_profile` moves them into a ProfileStats.
+    need_update_inputs
+        False: this VM writes the updates itself.
+    """
+
+    need_update_inputs = False
+
+    def __init__(
+        self,
+        fgraph: Any,
+        nodes: list[Apply],
+        thunks: list[Thunk],
+        storage_map: dict[Variable, list[Any]],
+        compute_map: dict[Variable, list[bool]],
+        *,
+        allow_gc: bool,
+        no_recycling: Sequence[Variable] = (),
+        timed: bool = False,
+        callback: Callback | None = None,
+    ) -> None:
+        self.fgraph = fgraph
+        self.nodes = nodes
+        self.thunks = thunks
+        self.storage_map = storage_map
+        self.compute_map = compute_map
+        self.allow_gc = allow_gc
+        self.timed = timed
+        self.callback = callback
+        self.call_counts = [0] * len(nodes)
+        self.call_times = [0.0] * len(nodes)
+        self.node_index = {node: i for i, node in enumerate(nodes)}
+        self.pre_call_clear = [
+            storage_map[v] for v in dict.fromkeys(no_recycling) if v.owner is not None
+        ]
+        self.outputs = list(fgraph.outputs)
+        self.updates = self._update_pairs(fgraph, storage_map)
+        # Every cell a call may fill, emptied by free() and (with allow_gc) after calls.
+        self.owned_cells = [cell for v, cell in storage_map.items() if v.owner is not None]
+
+    @staticmethod
+    def _update_pairs(fgraph: Any, storage_map: dict[Variable, list[Any]]) -> list[tuple]:
+        pairs = []
+        for out_idx, in_idx in sorted(getattr(fgraph, "update_mapping", {}).items()):
+            out_var, in_var = fgraph.outputs[out_idx], fgraph.inputs[in_idx]
+            pairs.append(
+                (storage_map[out_var], storage_map[in_var], in_var, out_var.owner is not None)
+            )
+        return pairs
+
+    def apply_updates(self) -> None:
+        """Write the update values into the shared cells, all or none.
+
+        Each value is first filtered by its shared variable's Type; if any is rejected,
+        the error names the variable and no cell is changed.
+        """
+        new_values = []
+        for out_cell, _in_cell, in_var, _owned in self.updates:
+            try:
+                new_values.append(in_var.type.filter(out_cell[0], strict=False))
+            except (TypeError, ValueError) as exc:
+                cls = TypeError if isinstance(exc, TypeError) else ValueError
+                raise cls(
+                    f"the update of shared variable {in_var.name or in_var!s} computed a "
+                    f"value that does not fit its type {in_var.type}: {exc}\n"
+                    "No shared variable was changed by this call.\n"
+                    "HINT: check the update expression's shape and dtype (a broadcastable "
+                    "dimension must keep length 1)."
+                ) from exc
+        for (out_cell, in_cell, _in_var, owned), value in zip(self.updates, new_values):
+            in_cell[0] = value
+            if owned:
+                out_cell[0] = None  # no Op may later write into the shared value
+
+    def __call__(self, n_calls: int = 1) -> None:
+        if n_calls == 1:
+            self.run()
+            if self.updates:
+                self.apply_updates()
+            return
+        for _ in range(n_calls):
+            self.run()
+            if self.updates:
+                self.apply_updates()
+
+    def run(self) -> None:
+        """Run the graph once, without applying the updates."""
+        raise NotImplementedError(f"{type(self).__name__} must define run()")
+
+    def fail(self, index: int) -> None:
+        """Re-raise the current exception with the details of node ``index``."""
+        raise_with_op(
+            self.fgraph,
+            self.nodes[index],
+            self.thunks[index],
+            storage_map=self.storage_map,
+            index=index,
+        )
+
+    def clear_storage(self) -> None:
+        """Empty every intermediate and output cell (``Function.free``)."""
+        for cell in self.owned_cells:
+            cell[0] = None
+        for var, done in self.compute_map.items():
+            done[0] = var.owner is None
+
+    def update_profile(self, profile: Any) -> None:
+        """Add the per-node times and counts to ``profile`` and reset them."""
+        for i, node in enumerate(self.nodes):
+            if self.call_counts[i]:
+                profile.add_apply(node, self.call_times[i], self.call_counts[i])
+                self.call_times[i] = 0.0
+                self.call_counts[i] = 0
+
+
+class Loop(VM):
+    """Runs every thunk once, in topological order (no lazy nodes)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        keep = list(self.fgraph.outputs)
+        plan = gc_plan(self.nodes, keep) if self.allow_gc else [[] for _ in self.nodes]
+        self.post_thunk_clear = [[self.storage_map[v] for v in vs] for vs in plan]
+        if self.timed or self.callback is not None:
+            self.run = self._run_general  # type: ignore[method-assign]
+        elif self.allow_gc and any(self.post_thunk_clear):
+            self._pairs = list(zip(self.thunks, self.post_thunk_clear))
+            self.run = self._run_gc  # type: ignore[method-assign]
+        else:
+            self.run = self._run_plain  # type: ignore[method-assign]
+
+    def _run_plain(self) -> None:
+        for cell in self.pre_call_clear:
+            cell[0] = None
+        i = 0
+        try:
+            for thunk in self.thunks:
+                thunk()
+                i += 1
+        except Exception:
+            self.fail(i)
+
+    def _run_gc(self) -> None:
+        for cell in self.pre_call_clear:
+            cell[0] = None
+        i = 0
+        try:
+            for thunk, clear in self._pairs:
+                thunk()
+                for cell in clear:
+                    cell[0] = None
+                i += 1
+        except Exception:
+            self.fail(i)
+
+    def _run_general(self) -> None:
+        for cell in self.pre_call_clear:
+            cell[0] = None
+        timer = time.perf_counter
+        callback = self.callback
+        counts, times = self.call_counts, self.call_times
+        for i, (node, thunk, clear) in enumerate(
+            zip(self.nodes, self.thunks, self.post_thunk_clear)
+        ):
+            try:
+                t0 = timer()
+                thunk()
+                times[i] += timer() - t0
+                counts[i] += 1
+                if callback is not None:
+                    callback(
+                        node=node,
+                        thunk=thunk,
+                        storage_map=self.storage_map,
+                        compute_map=self.compute_map,
+                    )
+            except Exception:
+                self.fail(i)
+            for cell in clear:
+                cell[0] = None
+
+
+class Stack(VM):
+    """Demand-driven evaluation with lazy nodes, iteratively (no recursion).
+
+    A node runs once all its inputs are computed; a lazy node runs first and says which
+    inputs it needs. With ``allow_gc`` an intermediate is freed once every node reading it
+    has run, and all of them are emptied at the end of the call (those only an untaken
+    branch would have read).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cmap = self.compute_map
+        self.lazy = [bool(getattr(t, "lazy", False)) for t in self.thunks]
+        self.in_done = [[cmap[v] for v in node.inputs] for node in self.nodes]
+        self.out_done = [[cmap[v] for v in node.outputs] for node in self.nodes]
+        self.reset_done = [done for v, done in cmap.items() if v.owner is not None]
+        outputs = [v for v in dict.fromkeys(self.fgraph.outputs) if v.owner is not None]
+        self.roots = [self.node_index[v.owner] for v in reversed(outputs)]
+        kept = set(self.fgraph.outputs)
+        # For each node, the inputs it may free and the nodes that must be done first.
+        self.frees: list[list[tuple[list[Any], list[int]]]] = [[] for _ in self.nodes]
+        self.post_call_clear: list[list[Any]] = []
+        if self.allow_gc:
+            readers: dict[Variable, list[int]] = {}
+            for i, node in enumerate(self.nodes):
+                for v in node.inputs:
+                    if v.owner is not None and v not in kept:
+                        readers.setdefault(v, []).append(i)
+            for v, idxs in readers.items():
+                for i in set(idxs):
+                    self.frees[i].append((self.storage_map[v], sorted(set(idxs))))
+            self.post_call_clear = [
+                cell
+                for v, cell in self.storage_map.items()
+                if v.owner is not None and v not in kept
+            ]
+
+    def _done(self, i: int) -> bool:
+        return all(d[0] for d in self.out_done[i])
+
+    def run(self) -> None:
+        for done in self.reset_done:
+            done[0] = False
+        for cell in self.pre_call_clear:
+            cell[0] = None
+        try:
+            self._evaluate()
+        finally:
+            if self.allow_gc:
+                for cell in self.post_call_clear:
+                    cell[0] = None
+
+    def _evaluate(self) -> None:
+        nodes, thunks, lazy = self.nodes, self.thunks, self.lazy
+        timer = time.perf_counter
+        stack = list(self.roots)
+        polls = [0] * len(nodes)
+        while stack:
+            i = stack[-1]
+            if self._done(i):
+                stack.pop()
+                continue
+            node = nodes[i]
+            if not lazy[i]:
+                missing = [v for v, d in zip(node.inputs, self.in_done[i]) if not d[0]]
+                if missing:
+                    stack.extend(self._owners(i, missing))
+                    continue
+            try:
+                t0 = timer()
+                requires = thunks[i]()
+                self.call_times[i] += timer() - t0
+            except Exception:
+                self.fail(i)
+            if lazy[i] and requires:
+                needed = [node.inputs[k] for k in requires if not self.in_done[i][k][0]]
+                polls[i] = polls[i] + 1 if not needed else 0
+                if polls[i] > 1:
+                    raise RuntimeError(
+                        f"lazy node {node} keeps asking for inputs {list(requires)} that "
+                        "are already computed; its thunk must finish once they are."
+                    )
+                stack.extend(self._owners(i, needed))
+                continue
+            self._finish(i, node)
+            stack.pop()
+
+    def _owners(self, i: int, missing: list[Variable]) -> list[int]:
+        owners = []
+        for v in missing:
+            if v.owner is None:
+                raise RuntimeError(
+                    f"{self.nodes[i]} needs input {v}, which has no value and no owner. "
+                    "HINT: every graph input must be in the function's inputs."
+                )
+            owners.append(self.node_index[v.owner])
+        return owners
+
+    def _finish(self, i: int, node: Apply) -> None:
+        for d in self.out_done[i]:
+            d[0] = True
+        self.call_counts[i] += 1
+        if self.callback is not None:
+            try:
+                self.callback(
+                    node=node,
+                    thunk=self.thunks[i],
+                    storage_map=self.storage_map,
+                    compute_map=self.compute_map,
+                )
+            except Exception:
+                self.fail(i)
+        for cell, readers in self.frees[i]:
+            if all(self._done(r) for r in readers):
+                cell[0] = None
+
+
+def build_vm(
+    fgraph: Any,
+    order: list[Apply],
+    thunks: list[Thunk],
+    storage_map: dict[Variable, list[Any]],
+    compute_map: dict[Variable, list[bool]],
+    *,
+    allow_gc: bool,
+    no_recycling: Sequence[Variable] = (),
+    timed: bool = False,
+    callback: Callback | None = None,
+    lazy: bool | None = None,
+) -> VM:
+    """A :class:`Stack` if any thunk is lazy (or ``lazy=True``), else a :class:`Loop`."""
+    use_stack = lazy if lazy is not None else any(getattr(t, "lazy", False) for t in thunks)
+    if lazy is False and any(getattr(t, "lazy", False) for t in thunks):
+        raise ValueError(
+            "this graph has lazy nodes (ifelse), which need lazy evaluation. "
+            "HINT: use VMLinker(lazy=None) (the default)."
+        )
+    cls = Stack if use_stack else Loop
+    return cls(
+        fgraph,
+        order,
+        thunks,
+        storage_map,
+        compute_map,
+        allow_gc=allow_gc,
+        no_recycling=no_recycling,
+        timed=timed,
+        callback=callback,
+    )
+
+
+class VMLinker(LocalLinker):
+    """The ``vm`` linker: per-node thunks (backend kernels where registered) run by a VM.
+
+    Parameters
+    ----------
+    allow_gc
+        Free intermediates after their last use (None: ``config.allow_gc``).
+    lazy
+        None picks :class:`Stack` only when the graph has lazy nodes; True always uses it.
+    callback
+        Called after each node as ``callback(node=, thunk=, storage_map=, compute_map=)``
+        (NanGuardMode uses it).
+    kernels
+        A backend's :class:`KernelRegistry`; nodes without an entry run ``perform``.
+    """
+
+    backend = "Py"
+
+    def __init__(
+        self,
+        allow_gc: bool | None = None,
+        lazy: bool | None = None,
+        callback: Callback | None = None,
+        kernels: KernelRegistry | None = None,
+    ) -> None:
+        super().__init__(allow_gc=allow_gc)
+        self.lazy = lazy
+        self.callback = callback
+        self.kernels = kernels
+        if kernels is not None:
+            self.backend = kernels.backend
+
+    def make_vm(
+        self,
+        order: list[Apply],
+        thunks: list[Thunk],
+        storage_map: dict[Variable, list[Any]],
+        compute_map: dict[Variable, list[bool]],
+    ) -> VM:
+        return build_vm(
+            self.fgraph,
+            order,
+            thunks,
+            storage_map,
+            compute_map,
+            allow_gc=self.get_allow_gc(),
+            no_recycling=self.no_recycling,
+            timed=bool(self.profile),
+            callback=self.callback,
+            lazy=self.lazy,
+        )
+
+    def __repr__(self) -> str:
+        kernels = f", kernels={self.kernels!r}" if self.kernels is not None else ""
+        return f"VMLinker(allow_gc={self.allow_gc}, lazy={self.lazy}{kernels})"

@@ -1,0 +1,100 @@
+"""Theano's ``tensor`` namespace: types, constructors, and the tensor op library."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# ``from theano.tensor import Apply, Variable, Constant`` works in Theano (the seeds use it).
+from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.tensor.basic import (
+    Rebroadcast,
+    addbroadcast,
+    as_tensor,
+    as_tensor_variable,
+    constant,
+    patternbroadcast,
+    unbroadcast,
+)
+from opgraph.tensor.elemwise import CAReduce, DimShuffle, Elemwise, Sum
+from opgraph.tensor.math import *  # noqa: F403
+from opgraph.tensor.math import (
+    abs_,
+    add,
+    cast,
+    exp,
+    fill,
+    mul,
+    neg,
+    ones_like,
+    second,
+    sum,
+    zeros_like,
+)
+from opgraph.tensor.type import TensorType
+from opgraph.tensor.variable import TensorConstant, TensorVariable
+
+_KINDS = {
+    "scalar": (),
+    "vector": (False,),
+    "row": (True, False),
+    "col": (False, True),
+    "matrix": (False, False),
+    "tensor3": (False,) * 3,
+    "tensor4": (False,) * 4,
+    "tensor5": (False,) * 5,
+}
+_PREFIX = {
+    "b": "int8",
+    "w": "int16",
+    "i": "int32",
+    "l": "int64",
+    "f": "float32",
+    "d": "float64",
+    "c": "complex64",
+    "z": "complex128",
+}
+
+
+def _make_constructor(kind: str, bcast: tuple[bool, ...]) -> Any:
+    def constructor(name: str | None = None, dtype: str | None = None) -> TensorVariable:
+        from opgraph.configdefaults import config
+
+        return TensorType(dtype or config.floatX, bcast)(name)  # type: ignore[return-value]
+
+    constructor.__name__ = constructor.__qualname__ = kind
+    constructor.__doc__ = f"A symbolic {kind} of dtype ``dtype`` (default ``config.floatX``)."
+    return constructor
+
+
+def _make_plural(single: Any) -> Any:
+    def plural(*names: str, **kwargs: Any) -> list[TensorVariable]:
+        if len(names) == 1 and isinstance(names[0], int):
+            return [single(**kwargs) for _ in range(names[0])]
+        if len(names) == 1 and isinstance(names[0], str) and "," in names[0]:
+            names = tuple(n.strip() for n in names[0].split(","))
+        return [single(n, **kwargs) for n in names]
+
+    plural.__doc__ = (
+        f"Several ``{getattr(single, '__name__', 'tensor')}`` variables at once, by name."
+    )
+    return plural
+
+
+_namespace = globals()
+for _kind, _bcast in _KINDS.items():
+    _namespace[_kind] = _make_constructor(_kind, _bcast)
+    _namespace[f"{_kind}s" if _kind != "matrix" else "matrices"] = _make_plural(_namespace[_kind])
+    for _p, _dtype in _PREFIX.items():
+        _t = TensorType(_dtype, _bcast)
+        _namespace[f"{_p}{_kind}"] = _t
+        _namespace[f"{_p}{_kind}s" if _kind != "matrix" else f"{_p}matrices"] = _make_plural(_t)
+del _kind, _bcast, _p, _dtype, _t
+
+
+def tensor(
+    dtype: str | None = None, broadcastable: Any = None, name: str | None = None, shape: Any = None
+) -> TensorVariable:
+    """A symbolic tensor of any rank: ``tensor('float64', (False, True), 'x')``."""
+    from opgraph.configdefaults import config
+
+    return TensorType(dtype or config.floatX, broadcastable, shape=shape)(name)  # type: ignore[return-value]

@@ -1,0 +1,187 @@
+"""Turning values into tensor variables: as_tensor_variable, constant, Rebroadcast."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.op import Op
+from opgraph.scalar.basic import _autocast_python
+from opgraph.tensor.type import TensorType
+from opgraph.tensor.variable import TensorConstant, TensorVariable, _AsTensorError
+
+__all__ = ["Rebroadcast", "as_tensor", "as_tensor_variable", "constant", "patternbroadcast"]
+
+
+def constant(
+    x: Any, name: str | None = None, ndim: int | None = None, dtype: str | None = None
+) -> TensorConstant:
+    """Return a TensorConstant holding ``x``.
+
+    Python numbers get Theano's dtype: the smallest integer type that holds them, float32
+    when exact (else float64; floatX when that is float32). Length-1 dimensions are
+    broadcastable.
+    """
+    if isinstance(x, Constant) and isinstance(x.type, TensorType):
+        return x  # type: ignore[return-value]
+    if dtype is not None:
+        arr = np.asarray(x, dtype=dtype)
+    elif isinstance(x, bool | int | float | complex) and not isinstance(x, np.generic):
+        arr = np.asarray(_autocast_python(x))
+    else:
+        arr = np.asarray(x)
+    if arr.dtype == object:
+        raise _AsTensorError(f"cannot make a tensor constant from {x!r} ({type(x).__name__})")
+    if arr.dtype.kind in "US":
+        raise _AsTensorError(f"cannot make a tensor constant from the string {x!r}")
+    if ndim is not None and arr.ndim != ndim:
+        if arr.ndim > ndim:
+            squeeze = [i for i, n in enumerate(arr.shape) if n == 1][: arr.ndim - ndim]
+            if len(squeeze) == arr.ndim - ndim:
+                arr = arr.reshape([n for i, n in enumerate(arr.shape) if i not in squeeze])
+        if arr.ndim != ndim:
+            raise ValueError(f"constant {x!r} has {arr.ndim} dimension(s), expected {ndim}")
+    ttype = TensorType(str(arr.dtype), [n == 1 for n in arr.shape])
+    return TensorConstant(ttype, arr, name=name)
+
+
+def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None) -> TensorVariable:
+    """Return ``x`` as a tensor Variable: variables pass through, values become constants.
+
+    Raises TypeError (naming what was given) for objects that cannot be tensors.
+    """
+    if isinstance(x, Apply):
+        x = x.default_output()
+    if isinstance(x, Variable):
+        from opgraph.scalar.type import ScalarType
+
+        if isinstance(x.type, ScalarType):
+            from opgraph.tensor.math import tensor_from_scalar
+
+            x = tensor_from_scalar(x)
+        if not isinstance(x.type, TensorType):
+            raise _AsTensorError(
+                f"expected a tensor variable, got {x} of type {x.type}. "
+                "HINT: convert it with the plugin's own conversion op (e.g. sparse.dense_from_sparse)."
+            )
+        if ndim is not None and x.type.ndim != ndim:
+            extra = x.type.ndim - ndim
+            if extra > 0 and sum(x.type.broadcastable[:extra]) == extra:
+                return x.dimshuffle(list(range(extra, x.type.ndim)))  # type: ignore[attr-defined]
+            raise ValueError(f"{x} has {x.type.ndim} dimension(s), expected {ndim}")
+        return x  # type: ignore[return-value]
+    if isinstance(x, list | tuple) and any(isinstance(e, Variable) for e in _flatten(x)):
+        from opgraph.tensor.math import stack
+
+        return stack([as_tensor_variable(e) for e in x])
+    try:
+        return constant(x, name=name, ndim=ndim)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, _AsTensorError):
+            raise
+        raise _AsTensorError(f"cannot convert {x!r} to a tensor: {exc}") from exc
+
+
+as_tensor = as_tensor_variable
+
+
+def _flatten(x: Any) -> list[Any]:
+    out, stack = [], [x]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list | tuple):
+            stack.extend(item)
+        else:
+            out.append(item)
+    return out
+
+
+class Rebroadcast(Op):
+    """Change which dimensions are broadcastable, checking at run time that those are length 1.
+
+    ``Rebroadcast((0, True))`` marks dim 0 broadcastable. The output is a view of the input.
+    """
+
+    __props__ = ("axis",)
+    view_map = {0: [0]}
+
+    def __init__(self, *axis: tuple[int, bool]) -> None:
+        self.axis = tuple(sorted((int(a), bool(b)) for a, b in axis))
+
+    def __str__(self) -> str:
+        items = ",".join(str(a) if b else "?" for a, b in self.axis)
+        return f"Rebroadcast{{{items}}}"
+
+    def make_node(self, x: Any) -> Apply:
+        x = as_tensor_variable(x)
+        bcast = list(x.type.broadcastable)
+        for a, b in self.axis:
+            if not 0 <= a < x.type.ndim:
+                raise ValueError(f"{self}: axis {a} out of range for {x} ({x.type})")
+            bcast[a] = b
+        return Apply(self, [x], [TensorType(x.type.dtype, bcast)()])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+        (x,) = inputs
+        for a, b in self.axis:
+            if b and x.shape[a] != 1:
+                raise ValueError(
+                    f"{self}: dimension {a} was declared broadcastable but has length "
+                    f"{x.shape[a]} (shape {x.shape})"
+                )
+        output_storage[0][0] = x
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        (shp,) = input_shapes
+        return [
+            tuple(
+                1 if b else s
+                for (s, b) in zip(shp, node.outputs[0].type.broadcastable, strict=True)
+            )
+        ]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
+        (x,), (gz,) = inputs, output_grads
+        return [patternbroadcast(gz, x.type.broadcastable)]
+
+    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
+        return [None if eval_points[0] is None else self(eval_points[0])]
+
+
+def patternbroadcast(x: Any, broadcastable: Sequence[bool]) -> TensorVariable:
+    """Return ``x`` with the given broadcastable pattern (a Rebroadcast, or ``x`` itself)."""
+    x = as_tensor_variable(x)
+    changes = [
+        (i, b)
+        for i, (b, xb) in enumerate(zip(broadcastable, x.type.broadcastable, strict=True))
+        if b != xb
+    ]
+    if not changes:
+        return x
+    return Rebroadcast(*changes)(x)
+
+
+def specify_broadcastable_type(var: Variable, target: TensorType) -> TensorVariable:
+    """Convert ``var`` to ``target`` (same dtype and ndim) by adjusting broadcastable flags."""
+    return patternbroadcast(var, target.broadcastable)
+
+
+def unbroadcast(x: Any, *axes: int) -> TensorVariable:
+    """Make the given dimensions of ``x`` non-broadcastable (Theano's ``tensor.unbroadcast``)."""
+    x = as_tensor_variable(x)
+    pattern = list(x.type.broadcastable)
+    for a in axes:
+        pattern[a] = False
+    return patternbroadcast(x, pattern)
+
+
+def addbroadcast(x: Any, *axes: int) -> TensorVariable:
+    """Make the given dimensions of ``x`` broadcastable (checked at run time)."""
+    x = as_tensor_variable(x)
+    pattern = list(x.type.broadcastable)
+    for a in axes:
+        pattern[a] = True
+    return patternbroadcast(x, pattern)

@@ -1,0 +1,355 @@
+"""Elementwise math and reductions on tensors (Theano's ``tensor.basic`` math functions).
+
+Each elementwise function is an ``Elemwise`` over a scalar op, named as Theano names it
+(``Elemwise{add,no_inplace}``), with an in-place twin (``add_inplace``) for the in-place
+rewrite. The module doubles as the math namespace that scalar-op gradients are written
+against, so it exposes the same function names as ``opgraph.scalar.basic``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import opgraph.scalar.basic as ps
+from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.op import Op
+from opgraph.scalar.type import ScalarType, discrete_dtypes, get_scalar_type
+from opgraph.tensor.basic import as_tensor_variable, constant
+from opgraph.tensor.elemwise import CAReduce, DimShuffle, Elemwise, Sum
+from opgraph.tensor.type import TensorType
+
+__all__ = [
+    "abs_",
+    "add",
+    "cast",
+    "exp",
+    "fill",
+    "mul",
+    "neg",
+    "ones_like",
+    "second",
+    "sum",
+    "zeros_like",
+]
+
+#: scalar op -> its no_inplace Elemwise (lets gradients map scalar ops back to tensor ops).
+_elemwise_of: dict[ps.ScalarOp, Elemwise] = {}
+
+
+def _scal_elemwise(scalar_op: ps.ScalarOp, name: str, doc: str) -> tuple[Any, Any]:
+    """Return the tensor function applying ``scalar_op`` elementwise, and its in-place twin."""
+    op = Elemwise(scalar_op, name=f"Elemwise{{{name},no_inplace}}")
+    inplace_op = Elemwise(scalar_op, {0: 0}, name=f"Elemwise{{{name},inplace}}")
+    _elemwise_of[scalar_op] = op
+
+    def fn(*inputs: Any) -> Any:
+        return op(*inputs)
+
+    def fn_inplace(*inputs: Any) -> Any:
+        return inplace_op(*inputs)
+
+    fn.__name__, fn.__qualname__, fn.__doc__ = name, name, doc
+    fn_inplace.__name__ = fn_inplace.__qualname__ = f"{name}_inplace"
+    fn_inplace.__doc__ = f"In-place version of :func:`{name}` (overwrites its first input)."
+    fn.op = op  # type: ignore[attr-defined]
+    fn_inplace.op = inplace_op  # type: ignore[attr-defined]
+    return fn, fn_inplace
+
+
+def apply_scalar_op(op: ps.ScalarOp, *args: Any) -> Any:
+    """Apply a scalar op elementwise to tensors (used to rebuild Composite graphs)."""
+    el = _elemwise_of.get(op)
+    if el is None:
+        el = Elemwise(op)
+    return el(*args)
+
+
+add, add_inplace = _scal_elemwise(ps.add, "add", "Elementwise sum of the inputs.")
+sub, sub_inplace = _scal_elemwise(ps.sub, "sub", "Elementwise ``a - b``.")
+mul, mul_inplace = _scal_elemwise(ps.mul, "mul", "Elementwise product of the inputs.")
+true_div, true_div_inplace = _scal_elemwise(ps.true_div, "true_div", "Elementwise ``a / b``.")
+int_div, int_div_inplace = _scal_elemwise(ps.int_div, "int_div", "Elementwise integer ``a // b``.")
+mod, mod_inplace = _scal_elemwise(ps.mod, "mod", "Elementwise ``a % b``.")
+pow, pow_inplace = _scal_elemwise(ps.pow, "pow", "Elementwise ``a ** b``.")
+maximum, maximum_inplace = _scal_elemwise(ps.maximum, "maximum", "Elementwise maximum.")
+minimum, minimum_inplace = _scal_elemwise(ps.minimum, "minimum", "Elementwise minimum.")
+gt, gt_inplace = _scal_elemwise(ps.gt, "gt", "Elementwise ``a > b``.")
+lt, lt_inplace = _scal_elemwise(ps.lt, "lt", "Elementwise ``a < b``.")
+ge, ge_inplace = _scal_elemwise(ps.ge, "ge", "Elementwise ``a >= b``.")
+le, le_inplace = _scal_elemwise(ps.le, "le", "Elementwise ``a <= b``.")
+eq, eq_inplace = _scal_elemwise(ps.eq, "eq", "Elementwise ``a == b``.")
+neq, neq_inplace = _scal_elemwise(ps.neq, "neq", "Elementwise ``a != b``.")
+and_, and_inplace = _scal_elemwise(ps.and_, "and_", "Elementwise bitwise/logical and.")
+or_, or_inplace = _scal_elemwise(ps.or_, "or_", "Elementwise bitwise/logical or.")
+xor, xor_inplace = _scal_elemwise(ps.xor, "xor", "Elementwise bitwise/logical xor.")
+invert, invert_inplace = _scal_elemwise(ps.invert, "invert", "Elementwise bitwise not.")
+arctan2, arctan2_inplace = _scal_elemwise(ps.arctan2, "arctan2", "Elementwise ``arctan2(a, b)``.")
+neg, neg_inplace = _scal_elemwise(ps.neg, "neg", "Elementwise ``-x``.")
+abs_, abs__inplace = _scal_elemwise(ps.abs_, "abs_", "Elementwise absolute value.")
+sgn, sgn_inplace = _scal_elemwise(ps.sgn, "sgn", "Elementwise sign (-1, 0, 1).")
+exp, exp_inplace = _scal_elemwise(ps.exp, "exp", "Elementwise ``e ** x``.")
+exp2, exp2_inplace = _scal_elemwise(ps.exp2, "exp2", "Elementwise ``2 ** x``.")
+expm1, expm1_inplace = _scal_elemwise(
+    ps.expm1, "expm1", "Elementwise ``exp(x) - 1``, accurate near 0."
+)
+log, log_inplace = _scal_elemwise(ps.log, "log", "Elementwise natural logarithm.")
+log2, log2_inplace = _scal_elemwise(ps.log2, "log2", "Elementwise base-2 logarithm.")
+log10, log10_inplace = _scal_elemwise(ps.log10, "log10", "Elementwise base-10 logarithm.")
+log1p, log1p_inplace = _scal_elemwise(
+    ps.log1p, "log1p", "Elementwise ``log(1 + x)``, accurate near 0."
+)
+sqrt, sqrt_inplace = _scal_elemwise(ps.sqrt, "sqrt", "Elementwise square root.")
+sqr, sqr_inplace = _scal_elemwise(ps.sqr, "sqr", "Elementwise square.")
+sin, sin_inplace = _scal_elemwise(ps.sin, "sin", "Elementwise sine.")
+cos, cos_inplace = _scal_elemwise(ps.cos, "cos", "Elementwise cosine.")
+tan, tan_inplace = _scal_elemwise(ps.tan, "tan", "Elementwise tangent.")
+arcsin, arcsin_inplace = _scal_elemwise(ps.arcsin, "arcsin", "Elementwise inverse sine.")
+arccos, arccos_inplace = _scal_elemwise(ps.arccos, "arccos", "Elementwise inverse cosine.")
+arctan, arctan_inplace = _scal_elemwise(ps.arctan, "arctan", "Elementwise inverse tangent.")
+sinh, sinh_inplace = _scal_elemwise(ps.sinh, "sinh", "Elementwise hyperbolic sine.")
+cosh, cosh_inplace = _scal_elemwise(ps.cosh, "cosh", "Elementwise hyperbolic cosine.")
+tanh, tanh_inplace = _scal_elemwise(ps.tanh, "tanh", "Elementwise hyperbolic tangent.")
+arcsinh, arcsinh_inplace = _scal_elemwise(
+    ps.arcsinh, "arcsinh", "Elementwise inverse hyperbolic sine."
+)
+arccosh, arccosh_inplace = _scal_elemwise(
+    ps.arccosh, "arccosh", "Elementwise inverse hyperbolic cosine."
+)
+arctanh, arctanh_inplace = _scal_elemwise(
+    ps.arctanh, "arctanh", "Elementwise inverse hyperbolic tangent."
+)
+floor, floor_inplace = _scal_elemwise(ps.floor, "floor", "Elementwise floor.")
+ceil, ceil_inplace = _scal_elemwise(ps.ceil, "ceil", "Elementwise ceiling.")
+trunc, trunc_inplace = _scal_elemwise(ps.trunc, "trunc", "Elementwise truncation toward 0.")
+round_half_to_even, round_half_to_even_inplace = _scal_elemwise(
+    ps.round_half_to_even, "round_half_to_even", "Elementwise rounding, halves to even."
+)
+erf, erf_inplace = _scal_elemwise(ps.erf, "erf", "Elementwise error function.")
+erfc, erfc_inplace = _scal_elemwise(ps.erfc, "erfc", "Elementwise complementary error function.")
+erfinv, erfinv_inplace = _scal_elemwise(ps.erfinv, "erfinv", "Elementwise inverse error function.")
+gamma, gamma_inplace = _scal_elemwise(ps.gamma, "gamma", "Elementwise gamma function.")
+gammaln, gammaln_inplace = _scal_elemwise(ps.gammaln, "gammaln", "Elementwise log-gamma.")
+psi, psi_inplace = _scal_elemwise(ps.psi, "psi", "Elementwise digamma.")
+sigmoid, sigmoid_inplace = _scal_elemwise(
+    ps.sigmoid, "sigmoid", "Elementwise ``1 / (1 + exp(-x))``."
+)
+softplus, softplus_inplace = _scal_elemwise(
+    ps.softplus, "softplus", "Elementwise ``log(1 + exp(x))``."
+)
+isnan, isnan_inplace = _scal_elemwise(ps.isnan, "isnan", "Elementwise NaN test.")
+isinf, isinf_inplace = _scal_elemwise(ps.isinf, "isinf", "Elementwise infinity test.")
+real, real_inplace = _scal_elemwise(ps.real, "real", "Real part.")
+imag, imag_inplace = _scal_elemwise(ps.imag, "imag", "Imaginary part.")
+angle, angle_inplace = _scal_elemwise(ps.angle, "angle", "Complex argument.")
+conj, conj_inplace = _scal_elemwise(ps.conj, "conj", "Complex conjugate.")
+switch, switch_inplace = _scal_elemwise(ps.switch, "switch", "``ift`` where ``cond`` else ``iff``.")
+clip, clip_inplace = _scal_elemwise(ps.clip, "clip", "Clip ``x`` to ``[lo, hi]``.")
+second, second_inplace = _scal_elemwise(ps.second, "second", "``y`` broadcast to ``x``'s shape.")
+identity, identity_inplace = _scal_elemwise(
+    ps.identity, "identity", "Elementwise identity (a copy)."
+)
+
+fill = second
+floor_div = int_div
+abs = abs_
+where = switch
+
+
+def cast(x: Any, dtype: str) -> Variable:
+    """Cast ``x`` to ``dtype`` (``'floatX'`` allowed); identity if it already has it."""
+    x = as_tensor_variable(x)
+    if dtype == "floatX":
+        from opgraph.configdefaults import config
+
+        dtype = config.floatX
+    dtype = str(__import__("numpy").dtype(dtype))
+    if x.type.dtype == dtype:
+        return x
+    scalar_op = ps.Cast(get_scalar_type(dtype), name=f"Cast{{{dtype}}}")
+    op = _cast_ops.get(dtype)
+    if op is None:
+        op = _cast_ops[dtype] = Elemwise(scalar_op)
+        _elemwise_of[scalar_op] = op
+    return op(x)
+
+
+_cast_ops: dict[str, Elemwise] = {}
+
+
+def zeros_like(x: Any, dtype: str | None = None) -> Variable:
+    """Zeros of ``x``'s shape and (or ``dtype``'s) dtype."""
+    x = as_tensor_variable(x)
+    return fill(x, constant(0, dtype=dtype or x.type.dtype))
+
+
+def ones_like(x: Any, dtype: str | None = None) -> Variable:
+    """Ones of ``x``'s shape and (or ``dtype``'s) dtype."""
+    x = as_tensor_variable(x)
+    return fill(x, constant(1, dtype=dtype or x.type.dtype))
+
+
+def _normalize_axis(axis: Any, ndim: int) -> tuple[int, ...] | None:
+    if axis is None:
+        return None
+    if isinstance(axis, Variable):
+        raise TypeError("axis must be a Python int or a list of ints, not a symbolic variable")
+    axes = (axis,) if isinstance(axis, int) or hasattr(axis, "__index__") else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise ValueError(f"axis {a} is out of range for a tensor with {ndim} dimension(s)")
+        out.append(a % ndim)
+    return tuple(sorted(set(out)))
+
+
+def _keepdims(x: Variable, out: Variable, axes: tuple[int, ...] | None) -> Variable:
+    axes = tuple(range(x.type.ndim)) if axes is None else axes
+    pattern: list[Any] = []
+    k = 0
+    for i in range(x.type.ndim):
+        if i in axes:
+            pattern.append("x")
+        else:
+            pattern.append(k)
+            k += 1
+    return DimShuffle(out.type.broadcastable, pattern)(out)
+
+
+def sum(
+    input: Any,
+    axis: Any = None,
+    dtype: str | None = None,
+    keepdims: bool = False,
+    acc_dtype: str | None = None,
+) -> Variable:
+    """Sum of ``input`` over ``axis`` (all axes when None), accumulating in ``acc_dtype``."""
+    x = as_tensor_variable(input)
+    axes = _normalize_axis(axis, x.type.ndim)
+    out = Sum(axis=axes, dtype=dtype, acc_dtype=acc_dtype)(x)
+    return _keepdims(x, out, axes) if keepdims else out
+
+
+class TensorFromScalar(Op):
+    """A 0-d tensor holding the value of a scalar variable."""
+
+    __props__ = ()
+
+    def make_node(self, s: Any) -> Apply:
+        s = ps.as_scalar(s)
+        if not isinstance(s.type, ScalarType):
+            raise TypeError(f"TensorFromScalar needs a scalar, got {s}")
+        return Apply(self, [s], [TensorType(s.type.dtype, ())()])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+        import numpy as np
+
+        output_storage[0][0] = np.asarray(inputs[0], dtype=node.outputs[0].type.dtype)
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return [()]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
+        return [scalar_from_tensor(output_grads[0])]
+
+
+class ScalarFromTensor(Op):
+    """The scalar value of a 0-d tensor."""
+
+    __props__ = ()
+
+    def make_node(self, t: Any) -> Apply:
+        t = as_tensor_variable(t)
+        if t.type.ndim != 0:
+            raise TypeError(f"ScalarFromTensor needs a 0-d tensor, got {t} of type {t.type}")
+        return Apply(self, [t], [get_scalar_type(t.type.dtype)()])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+        output_storage[0][0] = inputs[0][()]
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return [()]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
+        return [tensor_from_scalar(output_grads[0])]
+
+
+tensor_from_scalar = TensorFromScalar()
+scalar_from_tensor = ScalarFromTensor()
+
+
+def is_discrete(x: Variable) -> bool:
+    """True for integer and bool tensors."""
+    return x.type.dtype in discrete_dtypes
+
+
+__all__ += ["CAReduce", "ScalarFromTensor", "TensorFromScalar", "apply_scalar_op"]
+
+
+# ----------------------------------------------------------------------------------------
+# pprint notation (Theano's registrations)
+
+
+class _DimShufflePrinter:
+    """Hide broadcasting DimShuffles (``x`` for ``InplaceDimShuffle{x,0}(x)``), ``x.T``."""
+
+    def process(self, output: Variable, pstate: Any) -> str:
+        op = output.owner.op
+        (inp,) = output.owner.inputs
+        order = [o for o in op.new_order if o != "x"]
+        inner = pstate.pprinter.process(inp, pstate)
+        if order == list(range(len(order))):
+            return inner
+        if order == list(range(len(order)))[::-1]:
+            return f"{inner}.T"
+        return f"{op}({inner})"
+
+
+class _ScalarOpIs:
+    """pprint condition: an Elemwise (in place or not) over a given scalar op."""
+
+    def __init__(self, scalar_op: ps.ScalarOp) -> None:
+        self.scalar_op = scalar_op
+
+    def __call__(self, pstate: Any, r: Variable) -> bool:
+        op = r.owner.op if r.owner is not None else None
+        return isinstance(op, Elemwise) and op.scalar_op == self.scalar_op
+
+
+def _register_printers() -> None:
+    from opgraph.printing.pprint import (
+        FunctionPrinter,
+        IgnorePrinter,
+        OperatorPrinter,
+        pprint,
+    )
+
+    operators = {
+        add: OperatorPrinter("+", -2, "either"),
+        mul: OperatorPrinter("*", -1, "either"),
+        sub: OperatorPrinter("-", -2, "left"),
+        neg: OperatorPrinter("-", 0, "either"),
+        true_div: OperatorPrinter("/", -1, "left"),
+        int_div: OperatorPrinter("//", -1, "left"),
+        mod: OperatorPrinter("%", -1, "left"),
+        pow: OperatorPrinter("**", 1, "right"),
+    }
+    pprint.assign(DimShuffle, _DimShufflePrinter())
+    pprint.assign(Sum, FunctionPrinter("sum"))
+    pprint.assign(
+        lambda pstate, r: r.owner is not None
+        and isinstance(r.owner.op, Elemwise)
+        and isinstance(r.owner.op.scalar_op, ps.Cast),
+        IgnorePrinter(),
+    )
+    for value in list(globals().values()):
+        op = getattr(value, "op", None)
+        if isinstance(op, Elemwise) and not op.inplace_pattern and value not in operators:
+            name = "fill" if value is second else value.__name__
+            pprint.assign(_ScalarOpIs(op.scalar_op), FunctionPrinter(name))
+    for fn, printer in operators.items():
+        pprint.assign(_ScalarOpIs(fn.op.scalar_op), printer)
+
+
+_register_printers()

@@ -1,0 +1,60 @@
+"""Shared tensors: ``opgraph.shared(numpy_array)`` builds a TensorSharedVariable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from opgraph.compile.sharedvalue import SharedVariable
+from opgraph.tensor.type import TensorType
+from opgraph.tensor.variable import _tensor_py_operators
+
+__all__ = ["TensorSharedVariable", "tensor_shared_constructor"]
+
+
+class TensorSharedVariable(_tensor_py_operators, SharedVariable):
+    """A shared ndarray: a symbolic tensor whose value persists between function calls."""
+
+    __hash__ = SharedVariable.__hash__
+
+
+def tensor_shared_constructor(
+    value: Any,
+    name: str | None = None,
+    strict: bool = False,
+    allow_downcast: bool | None = None,
+    borrow: bool = False,
+    broadcastable: Any = None,
+    shape: Any = None,
+    target: str = "cpu",
+) -> TensorSharedVariable | None:
+    """Build a TensorSharedVariable for an ndarray or a Python/NumPy number; else None.
+
+    As in Theano, no dimension is broadcastable unless ``broadcastable`` says so (a shared
+    variable's shape may change with ``set_value``). Python floats become ``config.floatX``
+    arrays; NumPy values keep their dtype. The value is copied unless ``borrow`` is true.
+    """
+    if target != "cpu":
+        return None
+    if isinstance(value, np.ndarray):
+        arr = value if borrow else value.copy()
+    elif isinstance(value, np.generic | bool | int | float | complex) and not isinstance(value, str):
+        if isinstance(value, float) and not isinstance(value, np.generic):
+            from opgraph.configdefaults import config
+
+            arr = np.asarray(value, dtype=config.floatX)
+        elif isinstance(value, bool | int) and not isinstance(value, np.generic):
+            arr = np.asarray(value, dtype="int64")
+        else:
+            arr = np.asarray(value)
+    else:
+        return None
+    if arr.dtype == object:
+        return None
+    if broadcastable is None:
+        broadcastable = (False,) * arr.ndim
+    ttype = TensorType(str(arr.dtype), broadcastable, shape=shape)
+    return TensorSharedVariable(
+        name=name, type=ttype, value=arr, strict=strict, allow_downcast=allow_downcast
+    )

@@ -1,0 +1,418 @@
+"""TensorVariable (NumPy-like operators and methods) and TensorConstant."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from opgraph.graph.basic import Constant, Variable
+
+__all__ = ["TensorConstant", "TensorVariable", "_tensor_py_operators"]
+
+
+def _m():  # type: ignore[no-untyped-def]
+    import opgraph.tensor.math as m
+
+    return m
+
+
+class _tensor_py_operators:
+    """Operators and NumPy-like methods shared by every tensor variable class."""
+
+    # NumPy must hand ``ndarray + variable`` to our reflected operators.
+    __array_priority__ = 1000
+
+    # arithmetic -----------------------------------------------------------------------
+    def __add__(self, other: Any) -> Any:
+        return _binop(_m().add, self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        return _binop(_m().add, other, self)
+
+    def __sub__(self, other: Any) -> Any:
+        return _binop(_m().sub, self, other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return _binop(_m().sub, other, self)
+
+    def __mul__(self, other: Any) -> Any:
+        return _binop(_m().mul, self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return _binop(_m().mul, other, self)
+
+    def __truediv__(self, other: Any) -> Any:
+        return _binop(_m().true_div, self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return _binop(_m().true_div, other, self)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return _binop(_m().floor_div, self, other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return _binop(_m().floor_div, other, self)
+
+    def __mod__(self, other: Any) -> Any:
+        return _binop(_m().mod, self, other)
+
+    def __rmod__(self, other: Any) -> Any:
+        return _binop(_m().mod, other, self)
+
+    def __pow__(self, other: Any) -> Any:
+        return _binop(_m().pow, self, other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return _binop(_m().pow, other, self)
+
+    def __neg__(self) -> Any:
+        return _m().neg(self)
+
+    def __pos__(self) -> Any:
+        return self
+
+    def __abs__(self) -> Any:
+        return _m().abs_(self)
+
+    def __invert__(self) -> Any:
+        return _m().invert(self)
+
+    def __and__(self, other: Any) -> Any:
+        return _binop(_m().and_, self, other)
+
+    def __rand__(self, other: Any) -> Any:
+        return _binop(_m().and_, other, self)
+
+    def __or__(self, other: Any) -> Any:
+        return _binop(_m().or_, self, other)
+
+    def __ror__(self, other: Any) -> Any:
+        return _binop(_m().or_, other, self)
+
+    def __xor__(self, other: Any) -> Any:
+        return _binop(_m().xor, self, other)
+
+    def __rxor__(self, other: Any) -> Any:
+        return _binop(_m().xor, other, self)
+
+    # comparisons (``==`` stays identity, as in Theano: use ``eq``) ------------------------
+    def __lt__(self, other: Any) -> Any:
+        return _binop(_m().lt, self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return _binop(_m().le, self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        return _binop(_m().gt, self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return _binop(_m().ge, self, other)
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            f"the truth value of the symbolic variable {self} is not known until the function "
+            "runs. HINT: use opgraph.tensor.switch / opgraph.ifelse.ifelse for conditions."
+        )
+
+    def __len__(self) -> int:
+        raise TypeError(
+            f"len() of the symbolic variable {self} is not known until the function runs. "
+            "HINT: use x.shape[0]."
+        )
+
+    def __iter__(self) -> Any:
+        raise TypeError(f"the symbolic variable {self} cannot be iterated over")
+
+    # attributes -----------------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self.type.ndim  # type: ignore[attr-defined]
+
+    @property
+    def dtype(self) -> str:
+        """The dtype name, e.g. ``'float64'``."""
+        return self.type.dtype  # type: ignore[attr-defined]
+
+    @property
+    def broadcastable(self) -> tuple[bool, ...]:
+        """Which dimensions are broadcastable (always length 1)."""
+        return self.type.broadcastable  # type: ignore[attr-defined]
+
+    @property
+    def T(self) -> Any:
+        """The transpose (reversed dimensions)."""
+        return self.dimshuffle(list(range(self.ndim))[::-1])
+
+    def dimshuffle(self, *pattern: Any) -> Any:
+        """Reorder/add/drop dimensions: ``x.dimshuffle('x', 0)``, ``x.dimshuffle(1, 0)``."""
+        from opgraph.tensor.elemwise import DimShuffle
+
+        if len(pattern) == 1 and isinstance(pattern[0], list | tuple):
+            pattern = tuple(pattern[0])
+        return DimShuffle(self.broadcastable, pattern)(self)
+
+    def sum(
+        self,
+        axis: Any = None,
+        dtype: str | None = None,
+        keepdims: bool = False,
+        acc_dtype: str | None = None,
+    ) -> Any:
+        """Sum over ``axis`` (all axes by default)."""
+        return _m().sum(self, axis=axis, dtype=dtype, keepdims=keepdims, acc_dtype=acc_dtype)
+
+    def astype(self, dtype: str) -> Any:
+        """Cast to ``dtype``."""
+        return _m().cast(self, dtype)
+
+    def __dot__(self, other: Any) -> Any:
+        return _m().dot(self, other)
+
+    def __matmul__(self, other: Any) -> Any:
+        return _binop(_m().matmul, self, other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return _binop(_m().matmul, other, self)
+
+    def dot(self, other: Any) -> Any:
+        """Matrix/vector product with ``other``."""
+        return _m().dot(self, other)
+
+    # indexing and shape (opgraph.tensor.subtensor / opgraph.tensor.shape) ------------
+    def __getitem__(self, index: Any) -> Any:
+        from opgraph.tensor.subtensor import getitem
+
+        return getitem(self, index)
+
+    def take(self, indices: Any, axis: int | None = None, mode: str = "raise") -> Any:
+        """Elements at ``indices`` along ``axis`` (NumPy's ``take``)."""
+        from opgraph.tensor.subtensor import take
+
+        return take(self, indices, axis, mode)
+
+    @property
+    def shape(self) -> Any:
+        """The symbolic shape: a vector of int64."""
+        from opgraph.tensor.shape import shape
+
+        return shape(self)
+
+    @property
+    def size(self) -> Any:
+        """The symbolic number of elements."""
+        return _m().prod(self.shape)
+
+    def reshape(self, shape: Any, ndim: int | None = None) -> Any:
+        """Same data with another shape (``-1`` infers one dimension)."""
+        from opgraph.tensor.shape import reshape
+
+        return reshape(self, shape, ndim=ndim)
+
+    def flatten(self, ndim: int = 1) -> Any:
+        """Collapse the trailing dimensions so the result has ``ndim`` dimensions."""
+        from opgraph.tensor.shape import flatten
+
+        return flatten(self, ndim)
+
+    def squeeze(self, axis: Any = None) -> Any:
+        """Drop broadcastable (length-1) dimensions."""
+        from opgraph.tensor.shape import squeeze
+
+        return squeeze(self, axis)
+
+    def transpose(self, *axes: Any) -> Any:
+        """Permute the dimensions (reverse them when no axes are given)."""
+        if len(axes) == 1 and isinstance(axes[0], list | tuple):
+            axes = tuple(axes[0])
+        return self.dimshuffle(list(axes) if axes else list(range(self.ndim))[::-1])
+
+    def repeat(self, repeats: Any, axis: int | None = None) -> Any:
+        """Repeat elements (NumPy's ``repeat``)."""
+        from opgraph.tensor.extra_ops import repeat
+
+        return repeat(self, repeats, axis)
+
+    def sort(self, axis: int = -1, kind: str = "quicksort") -> Any:
+        """Sorted copy along ``axis``."""
+        from opgraph.tensor.sort import sort
+
+        return sort(self, axis, kind)
+
+    def argsort(self, axis: int = -1, kind: str = "quicksort") -> Any:
+        """Indices that sort along ``axis``."""
+        from opgraph.tensor.sort import argsort
+
+        return argsort(self, axis, kind)
+
+    # reductions (opgraph.tensor.math) -----------------------------------------------
+    def prod(
+        self,
+        axis: Any = None,
+        dtype: str | None = None,
+        keepdims: bool = False,
+        acc_dtype: str | None = None,
+    ) -> Any:
+        """Product over ``axis``."""
+        return _m().prod(self, axis=axis, dtype=dtype, keepdims=keepdims, acc_dtype=acc_dtype)
+
+    def mean(
+        self,
+        axis: Any = None,
+        dtype: str | None = None,
+        keepdims: bool = False,
+        acc_dtype: str | None = None,
+    ) -> Any:
+        """Mean over ``axis``."""
+        return _m().mean(self, axis=axis, dtype=dtype, keepdims=keepdims, acc_dtype=acc_dtype)
+
+    def var(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
+        """Variance over ``axis``."""
+        return _m().var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def std(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
+        """Standard deviation over ``axis``."""
+        return _m().std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Maximum over ``axis``."""
+        return _m().max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Minimum over ``axis``."""
+        return _m().min(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Index of the maximum along ``axis``."""
+        return _m().argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """Index of the minimum along ``axis``."""
+        return _m().argmin(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """True where every element along ``axis`` is true."""
+        return _m().all(self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis: Any = None, keepdims: bool = False) -> Any:
+        """True where some element along ``axis`` is true."""
+        return _m().any(self, axis=axis, keepdims=keepdims)
+
+    def cumsum(self, axis: int | None = None) -> Any:
+        """Cumulative sum along ``axis`` (flattened when None)."""
+        return _m().cumsum(self, axis=axis)
+
+    def cumprod(self, axis: int | None = None) -> Any:
+        """Cumulative product along ``axis`` (flattened when None)."""
+        return _m().cumprod(self, axis=axis)
+
+    def norm(self, L: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        """The L-norm over ``axis`` (Theano's ``x.norm(2)``)."""
+        return _m().norm(self, L, axis=axis, keepdims=keepdims)
+
+    # elementwise helpers --------------------------------------------------------------
+    def clip(self, a_min: Any, a_max: Any) -> Any:
+        """Clip to ``[a_min, a_max]``."""
+        return _m().clip(self, a_min, a_max)
+
+    def round(self, mode: str = "half_to_even") -> Any:
+        """Round to the nearest integer (halves to even by default)."""
+        return _m().round(self, mode)
+
+    def fill(self, value: Any) -> Any:
+        """``value`` broadcast to this variable's shape."""
+        return _m().fill(self, value)
+
+    def zeros_like(self, dtype: str | None = None) -> Any:
+        """Zeros of this shape."""
+        return _m().zeros_like(self, dtype=dtype)
+
+    def ones_like(self, dtype: str | None = None) -> Any:
+        """Ones of this shape."""
+        return _m().ones_like(self, dtype=dtype)
+
+    def copy(self, name: str | None = None) -> Any:
+        """A symbolic copy (a new variable computing the same value)."""
+        out = _m().identity(self)
+        out.name = name
+        return out
+
+    def conj(self) -> Any:
+        """Complex conjugate."""
+        return _m().conj(self)
+
+    @property
+    def real(self) -> Any:
+        """Real part."""
+        return _m().real(self)
+
+    @property
+    def imag(self) -> Any:
+        """Imaginary part."""
+        return _m().imag(self)
+
+    def nonzero(self, return_matrix: bool = False) -> Any:
+        """Indices of the non-zero elements, one vector per dimension."""
+        from opgraph.tensor.extra_ops import nonzero
+
+        return nonzero(self, return_matrix=return_matrix)
+
+
+def _binop(fn: Any, a: Any, b: Any) -> Any:
+    try:
+        return fn(a, b)
+    except _AsTensorError:
+        return NotImplemented
+
+
+class _AsTensorError(TypeError):
+    """The other operand cannot become a tensor (lets Python try the reflected operator)."""
+
+
+class TensorVariable(_tensor_py_operators, Variable):
+    """A symbolic tensor: an input, an intermediate result or an output of a graph."""
+
+    __hash__ = Variable.__hash__
+
+
+class TensorConstant(_tensor_py_operators, Constant):
+    """A constant tensor. Printed as Theano does: ``TensorConstant{2.0}``,
+    ``TensorConstant{(1,) of 0.5}`` for an array of one repeated value."""
+
+    __hash__ = Constant.__hash__
+
+    def __init__(self, type: Any, data: Any, name: str | None = None) -> None:
+        super().__init__(type, data, name)
+        arr = self.data
+        self.tag.unique_value = None
+        if isinstance(arr, np.ndarray) and arr.ndim > 0 and arr.size:
+            flat = arr.ravel()
+            if (flat == flat[0]).all():
+                self.tag.unique_value = flat[0]
+
+    def __str__(self) -> str:
+        if self.name is not None:
+            return self.name
+        unique = getattr(self.tag, "unique_value", None)
+        if unique is not None:
+            text = f"{self.data.shape} of {unique}"
+        else:
+            text = str(self.data)
+        if len(text) > 20:
+            text = text[:10] + ".." + text[-10:]
+        return f"TensorConstant{{{text}}}"
+
+    def clone(self, name: str | None = None) -> TensorConstant:
+        cp = super().clone(name)
+        return cp  # type: ignore[return-value]
+
+
+def sequence_of_ints(x: Any) -> Sequence[int] | None:
+    """Return ``x`` as a tuple of ints if it is an int or a sequence of ints, else None."""
+    if isinstance(x, int | np.integer):
+        return (int(x),)
+    if isinstance(x, list | tuple) and all(isinstance(i, int | np.integer) for i in x):
+        return tuple(int(i) for i in x)
+    return None

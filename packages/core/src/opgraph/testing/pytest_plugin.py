@@ -1,0 +1,55 @@
+"""pytest plugin shipped with opgraph-core: fixtures and marks for testing Ops and plugins.
+
+Loaded automatically (entry point ``pytest11``) where opgraph-core is installed:
+
+- ``rng``: a NumPy Generator seeded from ``config.unittests__rseed`` (reproducible);
+- ``mode``: parametrized over every named mode (``FAST_COMPILE``, ``FAST_RUN``,
+  ``DEBUG_MODE``, ``PROFILE_MODE``);
+- ``linker``: parametrized over the installed linkers;
+- marks ``slow``, ``gpu`` (needs a CUDA device) and ``browser`` (needs headless Chromium).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from opgraph.testing.checks import ALL_MODES
+
+
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line("markers", "slow: a long-running test")
+    config.addinivalue_line("markers", "gpu: needs a CUDA device")
+    config.addinivalue_line("markers", "browser: needs a headless browser (Debian chromium)")
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A seeded NumPy random Generator (``config.unittests__rseed``; 'random' for a fresh seed)."""
+    from opgraph.configdefaults import config
+
+    seed = config.unittests__rseed
+    return np.random.default_rng(None if seed == "random" else int(seed))
+
+
+@pytest.fixture(params=ALL_MODES)
+def mode(request: Any) -> str:
+    """Each named mode in turn."""
+    return request.param
+
+
+def _linkers() -> list[str]:
+    try:
+        from opgraph.testing.checks import installed_linkers
+
+        return installed_linkers()
+    except Exception:  # a broken plugin must not break collection
+        return ["py", "vm"]
+
+
+@pytest.fixture(params=_linkers())
+def linker(request: Any) -> str:
+    """Each installed linker in turn."""
+    return request.param
