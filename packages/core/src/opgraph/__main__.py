@@ -78,6 +78,7 @@ def _format_plugin(p: dict[str, Any]) -> list[str]:
         ("linkers", p["linkers"]),
         ("prefers", preference),
         ("modes", p["modes"]),
+        ("rewrites", p.get("rewrites", [])),
         ("namespaces", namespaces),
         ("commands", p["commands"]),
         ("config flags", p["config_flags"]),
@@ -91,8 +92,23 @@ def _format_plugin(p: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _rewrites_by_plugin() -> dict[str, list[str]]:
+    """``{plugin name: ['stage/rewrite', ...]}`` from the installed rewrite database."""
+    from opgraph.rewriting.db import RewriteDatabase
+    from opgraph.rewriting.optdb import get_optdb
+
+    found: dict[str, list[str]] = {}
+    for path, entry in get_optdb().walk():
+        if entry.plugin and not isinstance(entry.rewriter, RewriteDatabase):
+            found.setdefault(entry.plugin, []).append(path)
+    return found
+
+
 def _run_plugins(args: argparse.Namespace) -> int:
     report = get_plugin_manager().report()
+    rewrites = _rewrites_by_plugin()
+    for plugin in report["plugins"]:
+        plugin["rewrites"] = rewrites.get(plugin["name"], [])
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:

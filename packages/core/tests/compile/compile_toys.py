@@ -88,6 +88,17 @@ class SilentInplace(_Unary):
         out[0][0] = x.copy()
 
 
+class AddOneInplace(_Unary):
+    """Adds one to its input in place and says so (``destroy_map``)."""
+
+    destroy_map = {0: [0]}
+
+    def perform(self, node: Apply, inputs: Sequence[Any], out: OutputStorage) -> None:
+        x = inputs[0]
+        x += 1
+        out[0][0] = x
+
+
 class SneakyView(_Unary):
     """Returns a view of its input without declaring ``view_map``."""
 
@@ -165,3 +176,17 @@ class IfElse(Op):
 
 
 ifelse = IfElse()
+
+
+def _as_op_square() -> Any:
+    from opgraph.compile.ops import as_op
+    from opgraph.tensor import dvector
+
+    @as_op(itypes=[dvector], otypes=[dvector])
+    def square(x: np.ndarray) -> np.ndarray:
+        return x * x
+
+    return square
+
+
+square = _as_op_square()

@@ -209,3 +209,14 @@ def test_default_name_is_the_callers_line() -> None:
     f = function([x], x)
     assert f.name is not None and f.name.startswith(__file__.rstrip("c"))
     assert function([x], x, name="mine").name == "mine"
+
+
+def test_inplace_ops_in_the_users_graph_need_accept_inplace() -> None:
+    from compile_toys import AddOneInplace
+
+    x = T.dvector("x")
+    with pytest.raises(TypeError, match="accept_inplace=True"):
+        function([x], AddOneInplace()(x))
+    f = function([In(x, mutable=True)], AddOneInplace()(x), accept_inplace=True)
+    a = np.zeros(2)
+    np.testing.assert_array_equal(f(a), [1.0, 1.0])

@@ -22,7 +22,9 @@ from opgraph.rewriting import RewriteDatabaseQuery
 def test_every_mode_and_linker_computes_outputs_and_updates(name: str, linker: str) -> None:
     x = T.dvector("x")
     s = shared(np.zeros(3), name="s")
-    f = function([x], [x * 2, T.exp(x).sum(), -x], updates=[(s, s + x)], mode=mode_with(name, linker))
+    f = function(
+        [x], [x * 2, T.exp(x).sum(), -x], updates=[(s, s + x)], mode=mode_with(name, linker)
+    )
     a = np.array([0.5, 1.0, 2.0])
     double, total, neg = f(a)
     np.testing.assert_allclose(double, a * 2)

@@ -204,6 +204,22 @@ def test_constant_outputs_are_writable_copies() -> None:
     np.testing.assert_array_equal(function([], c)(), [1.0, 1.0])
 
 
+def test_update_values_never_alias_inputs_constants_or_outputs() -> None:
+    x = T.dvector("x")
+    s = shared(np.zeros(2), name="s")
+    t = shared(np.zeros(2), name="t")
+    a = np.ones(2)
+    function([x], [], updates=[(s, x)])(a)
+    a[0] = 5.0
+    assert s.get_value()[0] == 1.0
+    function([], [], updates=[(s, T.constant(np.full(2, 3.0)))])()
+    s.get_value(borrow=True)[0] = 4.0  # the stored value is writable, the constant untouched
+    y = x * 2
+    out = function([x], y, updates=[(s, y), (t, y)])(a)
+    assert not np.may_share_memory(out, s.get_value(borrow=True))
+    assert not np.may_share_memory(s.get_value(borrow=True), t.get_value(borrow=True))
+
+
 # ---------------------------------------------------------------- copy
 
 

@@ -34,7 +34,7 @@ from opgraph.graph.utils import first_user_line
 from opgraph.link.basic import LocalLinker
 from opgraph.link.dispatch import KernelRegistry
 from opgraph.link.utils import describe_value
-from opgraph.link.vm import VM, build_vm
+from opgraph.link.vm import VM
 
 __all__ = [
     "BadDestroyMap",
@@ -86,6 +86,11 @@ def _where(node: Apply) -> str:
         if line:
             return line
     return "(unknown)"
+
+
+def _node_of(var: Variable) -> str:
+    """``Op(inputs)`` for a computed variable, its name for an input."""
+    return str(var.owner) if var.owner is not None else str(var)
 
 
 def _copy_value(value: Any) -> Any:
@@ -283,16 +288,7 @@ class DebugLinker(LocalLinker):
         storage_map: dict[Variable, list[Any]],
         compute_map: dict[Variable, list[bool]],
     ) -> VM:
-        vm = build_vm(
-            self.fgraph,
-            order,
-            thunks,
-            storage_map,
-            compute_map,
-            allow_gc=False,
-            no_recycling=self.no_recycling,
-            timed=bool(self.profile),
-        )
+        vm = super().make_vm(order, thunks, storage_map, compute_map)  # allow_gc is False
         recorder = getattr(self.fgraph, "debug_rewrites", None)
         if recorder is not None and recorder.records:
             run = vm.run
@@ -322,9 +318,11 @@ class DebugLinker(LocalLinker):
                 where = getattr(reason, "location", None)
                 label = f"{name} ({where})" if where else name
                 raise BadRewrite(
-                    f"DEBUG_MODE: the rewrite {label} replaced {old} by {new}, which computes "
-                    f"a different value.\n  before: {describe_value(a)}: {a!r:.300}\n  after: "
-                    f"{describe_value(b)}: {b!r:.300}\nThe replaced node was created at: "
+                    f"DEBUG_MODE: the rewrite {label} replaced {_node_of(old)} by "
+                    f"{_node_of(new)}, which computes a different value.\n"
+                    f"  before: {describe_value(a)}: {a!r:.300}\n"
+                    f"  after: {describe_value(b)}: {b!r:.300}\n"
+                    "The replaced node was created at: "
                     f"{_where(old.owner) if old.owner else '(a graph input)'}\nHINT: exclude it "
                     f"with OPGRAPH_FLAGS=optimizer_excluding={name} and report the bug to the "
                     "package that provides it.",

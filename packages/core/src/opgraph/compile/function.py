@@ -24,6 +24,7 @@ from opgraph.graph.fg import FunctionGraph, MissingInputError
 from opgraph.graph.utils import user_frames
 from opgraph.link.basic import Container
 from opgraph.link.utils import describe_value
+from opgraph.link.vm import VM
 
 __all__ = [
     "Function",
@@ -229,6 +230,11 @@ class Function:
         owned = [v.owner is not None for v in maker.fgraph.outputs[:n_out]]
         self._clear_out = [c for c, o in zip(self._out_cells, owned) if o] if gc else []
         self._need_updates = getattr(fn, "need_update_inputs", True)
+        self._single = maker.unpack_single
+        self._return_none = maker.return_none
+        self._output_keys = maker.output_keys
+        # A VM without updates is run directly (skipping VM.__call__'s update step).
+        self._run = fn.run if isinstance(fn, VM) and not fn.updates else fn
         # f[name] / f[variable]: an input's default (or shared) container.
         holders = [d or c for d, c in zip(defaults, self.input_storage)]
         self._finder: dict[Any, Container] = {s.variable: c for s, c in zip(maker.inputs, holders)}
@@ -257,31 +263,33 @@ class Function:
         try:
             if profile is not None:
                 t1 = time.perf_counter()
-                self.fn()
+                self._run()
                 profile.vm_call_time += time.perf_counter() - t1
             else:
-                self.fn()
+                self._run()
         finally:
             for cell in self._clear_in:
                 cell[0] = None
-        outputs = [cell[0] for cell in self._out_cells]
+        if self._single:
+            outputs = self._out_cells[0][0]
+        else:
+            outputs = [cell[0] for cell in self._out_cells]
         if self._need_updates:
             self._apply_updates()
         for cell in self._clear_out:
             cell[0] = None
         if profile is not None:
-            profile.fct_callcount += 1
-            profile.fct_call_time += time.perf_counter() - t0
-            update_profile = getattr(self.fn, "update_profile", None)
-            if update_profile is not None:
-                update_profile(profile)
-        if self.maker.unpack_single:
-            return outputs[0]
-        if self.maker.return_none:
-            return None
-        if self.maker.output_keys is not None:
-            return dict(zip(self.maker.output_keys, outputs))
-        return outputs
+            self._record_call(profile, t0)
+        if self._output_keys is not None:
+            return dict(zip(self._output_keys, outputs))
+        return None if self._return_none else outputs
+
+    def _record_call(self, profile: Any, t0: float) -> None:
+        profile.fct_callcount += 1
+        profile.fct_call_time += time.perf_counter() - t0
+        update_profile = getattr(self.fn, "update_profile", None)
+        if update_profile is not None:
+            update_profile(profile)
 
     def _fill_rest(self, n: int, kwargs: dict[str, Any]) -> None:
         given = set(range(n))

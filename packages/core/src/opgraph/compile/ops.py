@@ -85,9 +85,9 @@ def alias_root(v: Variable) -> Variable:
         if not maps:
             return v
         if len(maps) > 1:
-            raise NotImplementedError(
+            raise ValueError(
                 f"{op} says output {v.index} views several inputs ({maps}); an output may "
-                "view at most one input."
+                "view at most one input. HINT: fix the Op's view_map/destroy_map."
             )
         v = v.owner.inputs[maps[0]]
     return v
@@ -154,8 +154,8 @@ def insert_deepcopy(
                 if inp in fgraph.inputs:
                     j = fgraph.inputs.index(inp)
                     both = borrow_i and wrapped_inputs[j].borrow
-                else:  # a constant: its data is read-only and shared by every call
-                    both = borrow_i
+                else:  # a constant: its read-only data must never be handed out
+                    both = False
                 copy_op = view_op if both else deep_copy_op
                 break
         if copy_op is not None:

@@ -414,15 +414,17 @@ class FunctionMaker:
             if rewriter is not None:
                 (getattr(rewriter, "rewrite", None) or rewriter.optimize)(fgraph)
             self.rewrite_time = time.perf_counter() - t0
-            insert_deepcopy(fgraph, self.inputs, self.outputs + self._update_specs(fgraph))
+            # Update values never alias anything: two shared variables must not share memory.
+            updates = self._update_specs(fgraph, borrow=False)
+            insert_deepcopy(fgraph, self.inputs, self.outputs + updates)
         self.fgraph = fgraph
         self.linker = mode.linker.accept(
             fgraph, no_recycling=self._no_recycling(fgraph), profile=profile
         )
 
-    def _update_specs(self, fgraph: FunctionGraph) -> list[SymbolicOutput]:
+    def _update_specs(self, fgraph: FunctionGraph, borrow: bool = True) -> list[SymbolicOutput]:
         mapping = fgraph.update_mapping or {}
-        return [SymbolicOutput(fgraph.outputs[k], borrow=True) for k in sorted(mapping)]
+        return [SymbolicOutput(fgraph.outputs[k], borrow=borrow) for k in sorted(mapping)]
 
     def _check_unused_inputs(self) -> None:
         how = self.on_unused_input or _config().on_unused_input
@@ -473,7 +475,28 @@ class FunctionMaker:
             from opgraph.rewriting.basic import _attach_destroy_handler
 
             _attach_destroy_handler(fgraph)
+        self._protect_inputs(fgraph)
         return fgraph
+
+    def _protect_inputs(self, fgraph: FunctionGraph) -> None:
+        """Forbid in-place rewrites on inputs not marked mutable (Theano's Supervisor).
+
+        Shared variables are protected even when updated: overwriting one in place before
+        the call has succeeded would break the all-or-nothing rule of updates.
+        """
+        from opgraph.graph import features
+
+        supervisor = getattr(features, "Supervisor", None)
+        if supervisor is None:  # no such feature in this version of the graph package
+            return
+        has_destroyers = getattr(fgraph, "has_destroyers", None)
+        protected = [
+            var
+            for spec, var in zip(self.inputs, fgraph.inputs)
+            if getattr(spec, "shared", False)
+            or not (spec.mutable or (has_destroyers is not None and has_destroyers([var])))
+        ]
+        fgraph.attach_feature(supervisor(protected))
 
     def _no_recycling(self, fgraph: FunctionGraph) -> list[Variable]:
         """Variables whose memory the caller receives: never reused by the next call."""

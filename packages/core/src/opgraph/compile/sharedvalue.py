@@ -114,12 +114,8 @@ class SharedVariable(Variable):
             ) from exc
 
     def zero(self, borrow: bool = False) -> None:
-        """Set the value to zeros of the same shape (only for array-like values)."""
-        value = self.get_value(borrow=True)
-        zeros = getattr(value, "__mul__", None)
-        if zeros is None:
-            raise TypeError(f"zero() needs an array value, {self} holds {type(value).__name__}")
-        self.set_value(value * 0, borrow=True)
+        """Set the value to zeros of the same shape and dtype (array-like values)."""
+        self.container.value = self.container.value * 0
 
     def clone(self, name: str | None = None) -> SharedVariable:
         """A new SharedVariable of the same type sharing this one's container (and value)."""

@@ -9,3 +9,5 @@ from opgraph.graph.type import Generic, Type, generic
 from opgraph.graph.utils import MethodNotDefined
 
 toolbox = __import__("opgraph.graph.features", fromlist=["features"])
+from opgraph.link.basic import Container, PerformLinker
+from opgraph.link.vm import VMLinker as VM_Linker

@@ -13,6 +13,7 @@ The ``py`` linker (:class:`PerformLinker`) asks each Op for its thunk
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Sequence
 from typing import Any
@@ -290,6 +291,11 @@ class LocalLinker(Linker):
     runs them (:meth:`make_vm`).
     """
 
+    #: None: lazy evaluation only for graphs with lazy nodes; True/False force it on/off.
+    lazy: bool | None = None
+    #: Called after each node as ``callback(node=, thunk=, storage_map=, compute_map=)``.
+    callback: Any = None
+
     def make_node_thunk(
         self,
         node: Apply,
@@ -303,7 +309,9 @@ class LocalLinker(Linker):
             if thunk is not None:
                 return thunk
         thunk = node.op.make_thunk(node, storage_map, compute_map, no_recycling)
-        thunk.py_fallback = self.kernels is not None  # type: ignore[attr-defined]
+        if self.kernels is not None:  # the profile marks the node [py-fallback]
+            with contextlib.suppress(AttributeError):
+                thunk.py_fallback = True  # type: ignore[attr-defined]
         return thunk
 
     def make_vm(
@@ -313,7 +321,8 @@ class LocalLinker(Linker):
         storage_map: dict[Variable, list[Any]],
         compute_map: dict[Variable, list[bool]],
     ) -> Any:
-        """The callable running ``thunks`` (a :class:`~opgraph.link.vm.VM`)."""
+        """The callable running ``thunks``: a :class:`~opgraph.link.vm.VM` chosen by
+        :func:`~opgraph.link.vm.build_vm` from ``lazy`` and ``callback``."""
         from opgraph.link.vm import build_vm
 
         return build_vm(
@@ -325,6 +334,8 @@ class LocalLinker(Linker):
             allow_gc=self.get_allow_gc(),
             no_recycling=self.no_recycling,
             timed=bool(self.profile),
+            callback=self.callback,
+            lazy=self.lazy,
         )
 
     def make_all(

@@ -158,7 +158,7 @@ def raise_with_op(
     """Re-raise the current exception, of the same class, with the failing node's details.
 
     The message gets Theano's report (see :func:`node_error_details`); the original
-    exception stays chained as ``__cause__`` and its traceback is kept. The exception also
+    exception stays chained as ``__cause__``, with its traceback into the node. The exception also
     carries ``__op_instance__`` (the node), ``__applynode_index__`` and
     ``__thunk_trace__`` (where the node was built), as in Theano.
     """
@@ -177,4 +177,4 @@ def raise_with_op(
     new.__thunk_trace__ = node_trace(node)  # type: ignore[attr-defined]
     if new is exc:
         raise exc.with_traceback(tb)
-    raise new.with_traceback(tb) from exc
+    raise new from exc  # the cause's traceback shows the frames inside the node

@@ -20,6 +20,7 @@ from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Thunk
+from opgraph.graph.utils import MethodNotDefined
 from opgraph.link.basic import LocalLinker, gc_plan
 from opgraph.link.dispatch import KernelRegistry
 from opgraph.link.utils import raise_with_op
@@ -74,7 +75,6 @@ class VM:
         self.pre_call_clear = [
             storage_map[v] for v in dict.fromkeys(no_recycling) if v.owner is not None
         ]
-        self.outputs = list(fgraph.outputs)
         self.updates = self._update_pairs(fgraph, storage_map)
         # Every cell a call may fill, emptied by free() and (with allow_gc) after calls.
         self.owned_cells = [cell for v, cell in storage_map.items() if v.owner is not None]
@@ -82,7 +82,7 @@ class VM:
     @staticmethod
     def _update_pairs(fgraph: Any, storage_map: dict[Variable, list[Any]]) -> list[tuple]:
         pairs = []
-        for out_idx, in_idx in sorted(getattr(fgraph, "update_mapping", {}).items()):
+        for out_idx, in_idx in sorted((getattr(fgraph, "update_mapping", None) or {}).items()):
             out_var, in_var = fgraph.outputs[out_idx], fgraph.inputs[in_idx]
             pairs.append(
                 (storage_map[out_var], storage_map[in_var], in_var, out_var.owner is not None)
@@ -126,7 +126,7 @@ class VM:
 
     def run(self) -> None:
         """Run the graph once, without applying the updates."""
-        raise NotImplementedError(f"{type(self).__name__} must define run()")
+        raise MethodNotDefined(f"{type(self).__name__} must define run()")
 
     def fail(self, index: int) -> None:
         """Re-raise the current exception with the details of node ``index``."""
@@ -142,8 +142,6 @@ class VM:
         """Empty every intermediate and output cell (``Function.free``)."""
         for cell in self.owned_cells:
             cell[0] = None
-        for var, done in self.compute_map.items():
-            done[0] = var.owner is None
 
     def update_profile(self, profile: Any) -> None:
         """Add the per-node times and counts to ``profile`` and reset them."""
@@ -155,10 +153,21 @@ class VM:
 
 
 class Loop(VM):
-    """Runs every thunk once, in topological order (no lazy nodes)."""
+    """Runs every thunk once, in topological order.
+
+    A lazy node (``ifelse``) in a Loop is evaluated eagerly: every input, both branches
+    included, is computed before it in topological order, so its thunk finishes in one call.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if any(getattr(t, "lazy", False) for t in self.thunks):
+            for done in self.compute_map.values():
+                done[0] = True  # inputs are always computed before a node, in this order
+            self.thunks = [
+                _eager(node, t) if getattr(t, "lazy", False) else t
+                for node, t in zip(self.nodes, self.thunks)
+            ]
         keep = list(self.fgraph.outputs)
         plan = gc_plan(self.nodes, keep) if self.allow_gc else [[] for _ in self.nodes]
         self.post_thunk_clear = [[self.storage_map[v] for v in vs] for vs in plan]
@@ -338,6 +347,23 @@ class Stack(VM):
                 cell[0] = None
 
 
+def _eager(node: Apply, thunk: Thunk) -> Thunk:
+    """A lazy thunk called once, after all its inputs were computed."""
+
+    def run() -> None:
+        requires = thunk()
+        if requires:
+            raise RuntimeError(
+                f"lazy node {node} still asks for inputs {list(requires)} although every "
+                "input was computed before it. HINT: its thunk must check compute_map."
+            )
+
+    run.inputs = thunk.inputs  # type: ignore[attr-defined]
+    run.outputs = thunk.outputs  # type: ignore[attr-defined]
+    run.lazy = False  # type: ignore[attr-defined]
+    return run
+
+
 def build_vm(
     fgraph: Any,
     order: list[Apply],
@@ -351,13 +377,12 @@ def build_vm(
     callback: Callback | None = None,
     lazy: bool | None = None,
 ) -> VM:
-    """A :class:`Stack` if any thunk is lazy (or ``lazy=True``), else a :class:`Loop`."""
+    """A :class:`Stack` if any thunk is lazy (or ``lazy=True``), else a :class:`Loop`.
+
+    ``lazy=False`` gives a Loop even with lazy nodes: they then get every input computed
+    (both branches of an ``ifelse``), with the same results.
+    """
     use_stack = lazy if lazy is not None else any(getattr(t, "lazy", False) for t in thunks)
-    if lazy is False and any(getattr(t, "lazy", False) for t in thunks):
-        raise ValueError(
-            "this graph has lazy nodes (ifelse), which need lazy evaluation. "
-            "HINT: use VMLinker(lazy=None) (the default)."
-        )
     cls = Stack if use_stack else Loop
     return cls(
         fgraph,
@@ -380,7 +405,8 @@ class VMLinker(LocalLinker):
     allow_gc
         Free intermediates after their last use (None: ``config.allow_gc``).
     lazy
-        None picks :class:`Stack` only when the graph has lazy nodes; True always uses it.
+        None picks :class:`Stack` only when the graph has lazy nodes; True always uses it;
+        False always uses :class:`Loop` (lazy nodes then get both branches computed).
     callback
         Called after each node as ``callback(node=, thunk=, storage_map=, compute_map=)``
         (NanGuardMode uses it).
@@ -403,26 +429,6 @@ class VMLinker(LocalLinker):
         self.kernels = kernels
         if kernels is not None:
             self.backend = kernels.backend
-
-    def make_vm(
-        self,
-        order: list[Apply],
-        thunks: list[Thunk],
-        storage_map: dict[Variable, list[Any]],
-        compute_map: dict[Variable, list[bool]],
-    ) -> VM:
-        return build_vm(
-            self.fgraph,
-            order,
-            thunks,
-            storage_map,
-            compute_map,
-            allow_gc=self.get_allow_gc(),
-            no_recycling=self.no_recycling,
-            timed=bool(self.profile),
-            callback=self.callback,
-            lazy=self.lazy,
-        )
 
     def __repr__(self) -> str:
         kernels = f", kernels={self.kernels!r}" if self.kernels is not None else ""

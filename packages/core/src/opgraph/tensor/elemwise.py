@@ -277,7 +277,12 @@ class Elemwise(Op):
 
 
 class CAReduce(Op):
-    """Reduce over ``axis`` (all axes when None) with a commutative, associative scalar op."""
+    """Reduce over ``axis`` (all axes when None) with a commutative, associative scalar op.
+
+    Printed as Theano 1.0 prints it: ``Reduce{maximum}`` or ``Reduce{maximum}{0, 1}``.
+    Reducing a zero-length axis gives the scalar op's identity, or a ValueError when it has
+    none (``maximum``, ``minimum``).
+    """
 
     __props__ = ("scalar_op", "axis")
     _ufunc_reduce = {
@@ -285,9 +290,14 @@ class CAReduce(Op):
         "mul": np.multiply,
         "maximum": np.maximum,
         "minimum": np.minimum,
+        "and_": np.bitwise_and,
+        "or_": np.bitwise_or,
+        "xor": np.bitwise_xor,
     }
 
     def __init__(self, scalar_op: ScalarOp, axis: Sequence[int] | int | None = None) -> None:
+        if not isinstance(scalar_op, ScalarOp):
+            raise TypeError(f"CAReduce needs a binary ScalarOp, got {scalar_op!r}")
         self.scalar_op = scalar_op
         if isinstance(axis, int | np.integer):
             axis = (int(axis),)
@@ -324,20 +334,40 @@ class CAReduce(Op):
         props["axis"] = axis
         return type(self)(**props)
 
+    def _check_empty(self, x: np.ndarray, axes: tuple[int, ...]) -> None:
+        if self.scalar_op.identity is None and any(x.shape[a] == 0 for a in axes):
+            raise ValueError(
+                f"{self}: cannot reduce an empty array (input shape {x.shape}, reduced axes "
+                f"{list(axes)}): {self.scalar_op} has no identity value. "
+                "HINT: check the input is not empty before reducing it."
+            )
+
+    def _reduce(self, x: np.ndarray, axes: tuple[int, ...], acc_dtype: Any) -> Any:
+        name = getattr(self.scalar_op, "name", None)
+        ufunc = self._ufunc_reduce.get(name)
+        if ufunc is None:
+            ufunc = np.frompyfunc(self.scalar_op.impl, 2, 1)
+            res = x.astype(acc_dtype or x.dtype, copy=False)
+            for a in sorted(axes, reverse=True):
+                if res.shape[a] == 0:
+                    shape = res.shape[:a] + res.shape[a + 1 :]
+                    res = np.full(shape, self.scalar_op.identity, dtype=res.dtype)
+                else:
+                    res = ufunc.reduce(res, axis=a)
+            return res
+        if not axes:
+            return np.array(x, dtype=acc_dtype or x.dtype, copy=True)
+        return ufunc.reduce(x, axis=axes, dtype=acc_dtype)
+
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
         (x,) = inputs
         axes = self._axes(x.ndim)
-        name = getattr(self.scalar_op, "name", None)
-        ufunc = self._ufunc_reduce.get(name)
-        out_dtype = node.outputs[0].type.numpy_dtype
-        if ufunc is None:
-            raise TypeError(f"{self} has no NumPy reduction for scalar op {self.scalar_op}")
-        if x.size == 0 and self.scalar_op.identity is None and any(x.shape[a] == 0 for a in axes):
-            raise ValueError(
-                f"{self}: cannot reduce an empty array along axes {axes} (no identity)"
-            )
-        res = ufunc.reduce(x, axis=axes, dtype=self._acc_dtype(x.dtype))
-        output_storage[0][0] = np.asarray(res, dtype=out_dtype)
+        self._check_empty(x, axes)
+        res = self._reduce(x, axes, self._acc_dtype(x.dtype))
+        out = np.asarray(res, dtype=node.outputs[0].type.numpy_dtype)
+        if out is x or np.may_share_memory(out, x):
+            out = out.copy()
+        output_storage[0][0] = out
 
     def _acc_dtype(self, idtype: np.dtype) -> Any:
         return None
@@ -347,9 +377,59 @@ class CAReduce(Op):
         axes = self._axes(len(shp))
         return [tuple(s for i, s in enumerate(shp) if i not in axes)]
 
+    def _expand(self, node_input: Variable, v: Variable) -> Variable:
+        """``v`` (reduced) with the reduced axes put back as broadcastable dims."""
+        axes = self._axes(node_input.type.ndim)
+        pattern: list[int | str] = []
+        k = 0
+        for i in range(node_input.type.ndim):
+            if i in axes:
+                pattern.append("x")
+            else:
+                pattern.append(k)
+                k += 1
+        v = _as_tensor(v)
+        return DimShuffle(v.type.broadcastable, pattern)(v)
+
+    def L_op(
+        self,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable]:
+        """Gradient of a max/min reduction: the incoming gradient goes to the extreme entries."""
+        import opgraph.tensor.math as m
+
+        (x,), (z,), (gz,) = inputs, outputs, output_grads
+        if getattr(self.scalar_op, "name", None) not in ("maximum", "minimum"):
+            from opgraph.graph.utils import MethodNotDefined
+
+            raise MethodNotDefined(f"{self} does not define a gradient")
+        if x.type.dtype not in _continuous:
+            return [m.zeros_like(x, dtype="float64")]
+        return [m.mul(m.eq(x, self._expand(x, z)), self._expand(x, gz))]
+
+    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
+        import opgraph.tensor.math as m
+
+        if eval_points[0] is None:
+            return [None]
+        if getattr(self.scalar_op, "name", None) not in ("maximum", "minimum"):
+            from opgraph.graph.utils import MethodNotDefined
+
+            raise MethodNotDefined(f"{self} does not define R_op")
+        (x,) = inputs
+        z = self(x)
+        mask = m.eq(x, self._expand(x, z))
+        return [m.sum(m.mul(mask, eval_points[0]), axis=self.axis)]
+
     def __str__(self) -> str:
-        axis = "" if self.axis is None else f"axis=[{', '.join(map(str, self.axis))}]"
-        return f"{type(self).__name__}{{{self.scalar_op}{', ' + axis if axis else ''}}}"
+        if self.axis is None:
+            return f"Reduce{{{self.scalar_op}}}"
+        return f"Reduce{{{self.scalar_op}}}{{{', '.join(map(str, self.axis))}}}"
+
+
+_continuous = ("float16", "float32", "float64", "complex64", "complex128")
 
 
 def _default_sum_dtype(idtype: str) -> str:
@@ -365,14 +445,77 @@ def _default_sum_dtype(idtype: str) -> str:
 
 
 def _default_acc_dtype(idtype: str) -> str:
-    if idtype in ("float16", "float32"):
+    if idtype == "float16":
+        return "float32"
+    if idtype == "float32":
         return "float64"
     if idtype == "complex64":
         return "complex128"
     return _default_sum_dtype(idtype)
 
 
-class Sum(CAReduce):
+class CAReduceDtype(CAReduce):
+    """A CAReduce with an output ``dtype`` and an accumulator ``acc_dtype`` (Theano's rules).
+
+    Defaults: integer and bool inputs give int64 (uint64 for unsigned) outputs; the accumulator
+    is at least int64 / uint64 / float64 / complex128 (float16 accumulates in float32). An
+    ``acc_dtype`` that would lose precision on the input is a TypeError. Printed
+    ``Sum{axis=[0], acc_dtype=float64}``.
+    """
+
+    __props__ = ("scalar_op", "axis", "dtype", "acc_dtype")
+
+    def __init__(
+        self,
+        scalar_op: ScalarOp,
+        axis: Sequence[int] | int | None = None,
+        dtype: str | None = None,
+        acc_dtype: str | None = None,
+    ) -> None:
+        super().__init__(scalar_op, axis)
+        self.dtype = None if dtype is None else str(np.dtype(dtype))
+        self.acc_dtype = None if acc_dtype is None else str(np.dtype(acc_dtype))
+
+    def _output_dtype(self, idtype: str) -> str:
+        return self.dtype or _default_sum_dtype(idtype)
+
+    def _resolve_acc_dtype(self, idtype: str) -> str:
+        acc = self.acc_dtype
+        if acc is None:
+            return _default_acc_dtype(idtype)
+        if acc in _continuous and idtype not in _continuous:
+            return acc  # a float accumulator for integers is fine
+        if upcast(idtype, acc) != acc:
+            raise TypeError(
+                f"cannot build {type(self).__name__} with input dtype {idtype} and acc_dtype "
+                f"{acc}: the accumulator would lose precision. HINT: leave acc_dtype out, use an "
+                f"acc_dtype at least as precise as {upcast(idtype, acc)}, or pass dtype= to get "
+                "a precise reduction cast to that dtype at the end."
+            )
+        return acc
+
+    def make_node(self, x: Any) -> Apply:
+        x = _as_tensor(x)
+        dtype = self._output_dtype(x.type.dtype)
+        acc = self._resolve_acc_dtype(x.type.dtype)
+        if dtype != self.dtype or acc != self.acc_dtype:
+            props = self._props_dict()
+            props.update(dtype=dtype, acc_dtype=acc)
+            return type(self)(**props).make_node(x)
+        return super().make_node(x)
+
+    def _acc_dtype(self, idtype: np.dtype) -> Any:
+        return self.acc_dtype
+
+    def __str__(self) -> str:
+        name = type(self).__name__
+        if name == "CAReduceDtype":
+            name = f"ReduceDtype{{{self.scalar_op}}}"
+        axis = "" if self.axis is None else f"axis=[{', '.join(map(str, self.axis))}], "
+        return f"{name}{{{axis}acc_dtype={self.acc_dtype}}}"
+
+
+class Sum(CAReduceDtype):
     """Sum over ``axis`` (all axes when None), accumulating in ``acc_dtype``.
 
     Printed as Theano does: ``Sum{acc_dtype=float64}``, ``Sum{axis=[0], acc_dtype=float64}``.
@@ -388,53 +531,26 @@ class Sum(CAReduce):
     ) -> None:
         from opgraph.scalar.basic import add
 
-        super().__init__(add, axis)
-        self.dtype = dtype
-        self.acc_dtype = acc_dtype
-
-    def make_node(self, x: Any) -> Apply:
-        x = _as_tensor(x)
-        if self.dtype is None or self.acc_dtype is None:
-            dtype = self.dtype or _default_sum_dtype(x.type.dtype)
-            acc = self.acc_dtype or _default_acc_dtype(dtype)
-            if upcast(acc, dtype) != acc:
-                raise TypeError(f"Sum: acc_dtype {acc} cannot hold the output dtype {dtype}")
-            return Sum(self.axis, dtype, acc).make_node(x)
-        return super().make_node(x)
-
-    def _output_dtype(self, idtype: str) -> str:
-        return self.dtype or _default_sum_dtype(idtype)
-
-    def _acc_dtype(self, idtype: np.dtype) -> Any:
-        return self.acc_dtype
-
-    def __str__(self) -> str:
-        axis = "" if self.axis is None else f"axis=[{', '.join(map(str, self.axis))}], "
-        return f"Sum{{{axis}acc_dtype={self.acc_dtype}}}"
+        super().__init__(add, axis, dtype, acc_dtype)
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
         (x,), (gz,) = inputs, output_grads
-        gz = _as_tensor(gz)
-        if x.type.dtype not in ("float16", "float32", "float64", "complex64", "complex128"):
-            from opgraph.tensor.math import zeros_like
+        from opgraph.tensor.math import cast, fill, zeros_like
 
+        if x.type.dtype not in _continuous or self._output_dtype(x.type.dtype) not in _continuous:
             return [zeros_like(x, dtype="float64")]
-        axes = self._axes(x.type.ndim)
-        pattern: list[int | str] = []
-        k = 0
-        for i in range(x.type.ndim):
-            if i in axes:
-                pattern.append("x")
-            else:
-                pattern.append(k)
-                k += 1
-        from opgraph.tensor.math import cast, fill
-
-        g = DimShuffle(gz.type.broadcastable, pattern)(gz)
-        g = fill(x, g)
+        g = fill(x, self._expand(x, gz))
         if g.type.dtype != x.type.dtype:
             g = cast(g, x.type.dtype)
         return [g]
+
+    def L_op(
+        self,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable]:
+        return self.grad(inputs, output_grads)
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
         if eval_points[0] is None:
@@ -442,4 +558,4 @@ class Sum(CAReduce):
         return [self(eval_points[0])]
 
 
-__all__ += ["Composite"]
+__all__ += ["CAReduceDtype", "Composite"]

@@ -11,26 +11,126 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 import opgraph.scalar.basic as ps
+import opgraph.scalar.extra as px
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Op
 from opgraph.scalar.type import ScalarType, discrete_dtypes, get_scalar_type
 from opgraph.tensor.basic import as_tensor_variable, constant
-from opgraph.tensor.elemwise import CAReduce, DimShuffle, Elemwise, Sum
+from opgraph.tensor.elemwise import CAReduce, CAReduceDtype, DimShuffle, Elemwise, Sum
 from opgraph.tensor.type import TensorType
 
 __all__ = [
-    "abs_",
+    # elementwise arithmetic and comparisons
     "add",
-    "cast",
-    "exp",
-    "fill",
+    "sub",
     "mul",
+    "true_div",
+    "int_div",
+    "floor_div",
+    "mod",
+    "pow",
     "neg",
-    "ones_like",
+    "inv",
+    "abs_",
+    "abs",
+    "sgn",
+    "sqr",
+    "square",
+    "sqrt",
+    "maximum",
+    "minimum",
+    "largest",
+    "smallest",
+    "clip",
+    "gt",
+    "lt",
+    "ge",
+    "le",
+    "eq",
+    "neq",
+    "isclose",
+    "allclose",
+    "isnan",
+    "isinf",
+    # logical and bitwise
+    "and_",
+    "or_",
+    "xor",
+    "invert",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    # exponentials, logarithms, trigonometry
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sin",
+    "cos",
+    "tan",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "arctan2",
+    "sinh",
+    "cosh",
+    "tanh",
+    "arcsinh",
+    "arccosh",
+    "arctanh",
+    "deg2rad",
+    "rad2deg",
+    # rounding
+    "floor",
+    "ceil",
+    "trunc",
+    "round",
+    "iround",
+    "round_half_to_even",
+    "round_half_away_from_zero",
+    # special functions
+    "erf",
+    "erfc",
+    "erfinv",
+    "gamma",
+    "gammaln",
+    "psi",
+    "sigmoid",
+    "softplus",
+    # complex numbers
+    "real",
+    "imag",
+    "angle",
+    "conj",
+    # selection, filling, casting
+    "switch",
+    "where",
     "second",
-    "sum",
+    "fill",
+    "identity",
+    "tensor_copy",
+    "cast",
     "zeros_like",
+    "ones_like",
+    "sum",
+    # scalar <-> tensor
+    "ScalarFromTensor",
+    "TensorFromScalar",
+    "scalar_from_tensor",
+    "tensor_from_scalar",
+    # helpers
+    "CAReduce",
+    "CAReduceDtype",
+    "Sum",
+    "apply_scalar_op",
+    "is_discrete",
 ]
 
 #: scalar op -> its no_inplace Elemwise (lets gradients map scalar ops back to tensor ops).
@@ -150,10 +250,98 @@ identity, identity_inplace = _scal_elemwise(
     ps.identity, "identity", "Elementwise identity (a copy)."
 )
 
+round_half_away_from_zero, round_half_away_from_zero_inplace = _scal_elemwise(
+    px.round_half_away_from_zero,
+    "round_half_away_from_zero",
+    "Elementwise rounding, halves away from zero (2.5 -> 3, -2.5 -> -3).",
+)
+deg2rad, deg2rad_inplace = _scal_elemwise(px.deg2rad, "deg2rad", "Degrees to radians.")
+rad2deg, rad2deg_inplace = _scal_elemwise(px.rad2deg, "rad2deg", "Radians to degrees.")
+inv, inv_inplace = _scal_elemwise(px.inv, "inv", "Elementwise reciprocal ``1.0 / x``.")
+
+# Theano's and NumPy's other names for the same functions.
 fill = second
 floor_div = int_div
 abs = abs_
 where = switch
+square = sqr
+tensor_copy = identity
+bitwise_and = and_
+bitwise_or = or_
+bitwise_xor = xor
+bitwise_not = invert
+
+
+def round(a: Any, mode: str | None = None) -> Variable:
+    """Round to the nearest integer; ``mode`` is 'half_to_even' (default) or
+    'half_away_from_zero'."""
+    if mode is None or mode == "half_to_even":
+        return round_half_to_even(a)
+    if mode == "half_away_from_zero":
+        return round_half_away_from_zero(a)
+    raise ValueError(
+        f"round: mode must be 'half_to_even' or 'half_away_from_zero', got {mode!r}"
+    )
+
+
+def iround(a: Any, mode: str | None = None) -> Variable:
+    """``round(a, mode)`` cast to int64."""
+    return cast(round(a, mode), "int64")
+
+
+def largest(*args: Any) -> Variable:
+    """The elementwise largest of the arguments (Python's ``max`` over tensors)."""
+    if not args:
+        raise TypeError("largest needs at least one argument")
+    if len(args) == 1:
+        return as_tensor_variable(args[0])
+    if len(args) == 2:
+        a, b = args
+        return switch(gt(a, b), a, b)
+    out = args[0]
+    for b in args[1:]:
+        out = maximum(out, b)
+    return out
+
+
+def smallest(*args: Any) -> Variable:
+    """The elementwise smallest of the arguments (Python's ``min`` over tensors)."""
+    if not args:
+        raise TypeError("smallest needs at least one argument")
+    if len(args) == 1:
+        return as_tensor_variable(args[0])
+    if len(args) == 2:
+        a, b = args
+        return switch(lt(a, b), a, b)
+    out = args[0]
+    for b in args[1:]:
+        out = minimum(out, b)
+    return out
+
+
+def isclose(
+    a: Any, b: Any, rtol: float = 1.0e-5, atol: float = 1.0e-8, equal_nan: bool = False
+) -> Variable:
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` with NumPy's handling of inf and NaN."""
+    a, b = as_tensor_variable(a), as_tensor_variable(b)
+    close = le(abs_(sub(a, b)), add(atol, mul(rtol, abs_(b))))
+    a_nan, b_nan = isnan(a), isnan(b)
+    a_inf, b_inf = isinf(a), isinf(b)
+    finite_close = and_(close, invert(or_(or_(a_nan, b_nan), or_(a_inf, b_inf))))
+    same_inf = and_(and_(a_inf, b_inf), eq(sgn(a), sgn(b)))
+    out = or_(finite_close, same_inf)
+    if equal_nan:
+        out = or_(out, and_(a_nan, b_nan))
+    return out
+
+
+def allclose(
+    a: Any, b: Any, rtol: float = 1.0e-5, atol: float = 1.0e-8, equal_nan: bool = False
+) -> Variable:
+    """True (a bool scalar) if every element of ``a`` is close to ``b`` (see :func:`isclose`)."""
+    from opgraph.tensor.reduction import all as tall
+
+    return tall(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def cast(x: Any, dtype: str) -> Variable:
@@ -163,9 +351,14 @@ def cast(x: Any, dtype: str) -> Variable:
         from opgraph.configdefaults import config
 
         dtype = config.floatX
-    dtype = str(__import__("numpy").dtype(dtype))
+    dtype = str(np.dtype(dtype))
     if x.type.dtype == dtype:
         return x
+    if x.type.dtype.startswith("complex") and not dtype.startswith("complex"):
+        raise TypeError(
+            f"casting {x} from {x.type.dtype} to {dtype} is ambiguous. HINT: take real(), "
+            "imag(), angle() or abs() first."
+        )
     scalar_op = ps.Cast(get_scalar_type(dtype), name=f"Cast{{{dtype}}}")
     op = _cast_ops.get(dtype)
     if op is None:
@@ -243,8 +436,6 @@ class TensorFromScalar(Op):
         return Apply(self, [s], [TensorType(s.type.dtype, ())()])
 
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
-        import numpy as np
-
         output_storage[0][0] = np.asarray(inputs[0], dtype=node.outputs[0].type.dtype)
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
@@ -282,9 +473,6 @@ scalar_from_tensor = ScalarFromTensor()
 def is_discrete(x: Variable) -> bool:
     """True for integer and bool tensors."""
     return x.type.dtype in discrete_dtypes
-
-
-__all__ += ["CAReduce", "ScalarFromTensor", "TensorFromScalar", "apply_scalar_op"]
 
 
 # ----------------------------------------------------------------------------------------
@@ -335,12 +523,18 @@ def _register_printers() -> None:
         mod: OperatorPrinter("%", -1, "left"),
         pow: OperatorPrinter("**", 1, "right"),
     }
+    from opgraph.printing.pprint import PatternPrinter, special
+    from opgraph.tensor.dot import Dot
+
     pprint.assign(DimShuffle, _DimShufflePrinter())
     pprint.assign(Sum, FunctionPrinter("sum"))
+    pprint.assign(Dot, OperatorPrinter(special["middle_dot"], -1, "left"))
     pprint.assign(
-        lambda pstate, r: r.owner is not None
-        and isinstance(r.owner.op, Elemwise)
-        and isinstance(r.owner.op.scalar_op, ps.Cast),
+        lambda pstate, r: (
+            r.owner is not None
+            and isinstance(r.owner.op, Elemwise)
+            and isinstance(r.owner.op.scalar_op, ps.Cast)
+        ),
         IgnorePrinter(),
     )
     for value in list(globals().values()):
@@ -350,6 +544,27 @@ def _register_printers() -> None:
             pprint.assign(_ScalarOpIs(op.scalar_op), FunctionPrinter(name))
     for fn, printer in operators.items():
         pprint.assign(_ScalarOpIs(fn.op.scalar_op), printer)
+    pprint.assign(_ScalarOpIs(ps.abs_), PatternPrinter(("|%(0)s|", -1000)))
 
+
+# ----------------------------------------------------------------------------------------
+# The rest of the math namespace lives in modules of its own (they import from this one,
+# so they come last): reductions, statistics, cumulative ops and products.
+
+from opgraph.tensor.reduction import *  # noqa: E402, F403
+from opgraph.tensor.statistics import *  # noqa: E402, F403
+from opgraph.tensor.cumulative import *  # noqa: E402, F403
+from opgraph.tensor.dot import *  # noqa: E402, F403
+from opgraph.tensor import cumulative as _cumulative  # noqa: E402
+from opgraph.tensor import dot as _dot_module  # noqa: E402
+from opgraph.tensor import reduction as _reduction  # noqa: E402
+from opgraph.tensor import statistics as _statistics  # noqa: E402
+
+__all__ += [
+    *_reduction.__all__,
+    *_statistics.__all__,
+    *_cumulative.__all__,
+    *_dot_module.__all__,
+]
 
 _register_printers()

@@ -1,0 +1,155 @@
+"""More scalar ops with Theano's names: rounding away from zero, degrees, reciprocal, and the
+``mul_without_zeros`` op behind ``Prod``'s gradient.
+
+They follow :mod:`opgraph.scalar.basic`'s conventions: a NumPy ``impl`` applied to whole arrays
+by Elemwise, an output-type rule, and a gradient written against a math namespace ``m``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from opgraph.graph.basic import Variable
+from opgraph.scalar.basic import (
+    ScalarOp,
+    _float_grad,
+    _zero_grad,
+    upcast_out,
+    upgrade_to_float,
+    upgrade_to_float_no_complex,
+)
+from opgraph.scalar.type import ScalarType, complex_dtypes
+
+__all__ = [
+    "Deg2Rad",
+    "Inv",
+    "MulWithoutZeros",
+    "Rad2Deg",
+    "RoundHalfAwayFromZero",
+    "deg2rad",
+    "inv",
+    "mul_without_zeros",
+    "rad2deg",
+    "round_half_away_from_zero",
+]
+
+
+def same_out_no_complex(t: ScalarType, *_: ScalarType) -> tuple[ScalarType]:
+    """Output dtype: the input's; complex inputs are an error (rounding has no complex order)."""
+    if t.dtype in complex_dtypes:
+        raise TypeError(f"this op does not support complex inputs, got {t}")
+    return (t,)
+
+
+class RoundHalfAwayFromZero(ScalarOp):
+    """Round to the nearest integer, halves away from zero (C's ``round``): 2.5 -> 3, -2.5 -> -3.
+
+    Integer inputs are returned unchanged. The gradient is zero almost everywhere.
+    """
+
+    nin = 1
+    output_types_preference = staticmethod(same_out_no_complex)
+
+    def impl(self, x: Any) -> Any:
+        x = np.asarray(x)
+        if x.dtype.kind in "biu":
+            return x.copy()
+        whole = np.trunc(x)
+        frac = x - whole  # exact in binary floating point
+        return whole + np.where(np.abs(frac) >= 0.5, np.sign(x), 0).astype(x.dtype)
+
+    def symbolic_grad(
+        self,
+        m: ModuleType,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable | None]:
+        return [_zero_grad(m, inputs[0])]
+
+
+class Deg2Rad(ScalarOp):
+    """Degrees to radians: ``x * pi / 180``."""
+
+    nin = 1
+    output_types_preference = staticmethod(upgrade_to_float_no_complex)
+    nfunc = staticmethod(np.deg2rad)
+
+    def symbolic_grad(
+        self,
+        m: ModuleType,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable | None]:
+        (x,), (gz,) = inputs, output_grads
+        return [_float_grad(m, x, m.mul(gz, np.pi / 180.0))]
+
+
+class Rad2Deg(ScalarOp):
+    """Radians to degrees: ``x * 180 / pi``."""
+
+    nin = 1
+    output_types_preference = staticmethod(upgrade_to_float_no_complex)
+    nfunc = staticmethod(np.rad2deg)
+
+    def symbolic_grad(
+        self,
+        m: ModuleType,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable | None]:
+        (x,), (gz,) = inputs, output_grads
+        return [_float_grad(m, x, m.mul(gz, 180.0 / np.pi))]
+
+
+class Inv(ScalarOp):
+    """Reciprocal ``1.0 / x`` (always a float division, unlike NumPy's integer ``reciprocal``)."""
+
+    nin = 1
+    output_types_preference = staticmethod(upgrade_to_float)
+
+    def impl(self, x: Any) -> Any:
+        x = np.asarray(x)
+        if x.dtype.kind in "biu":
+            x = x.astype(upgrade_to_float(ScalarType(str(x.dtype)))[0].dtype)
+        return np.reciprocal(x)
+
+    def symbolic_grad(
+        self,
+        m: ModuleType,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable | None]:
+        (x,), (z,), (gz,) = inputs, outputs, output_grads
+        return [_float_grad(m, x, m.neg(m.mul(gz, m.sqr(z))))]
+
+
+class MulWithoutZeros(ScalarOp):
+    """``x * y``, where a zero operand is skipped (``0 * y = y``): the product of the non-zeros.
+
+    Its identity is 0 so that reducing only zeros gives 0. ``Prod``'s gradient uses it.
+    """
+
+    nin = 2
+    commutative = True
+    associative = True
+    identity = 0
+    output_types_preference = staticmethod(upcast_out)
+
+    def impl(self, x: Any, y: Any) -> Any:
+        x, y = np.asarray(x), np.asarray(y)
+        return np.where(x == 0, y, np.where(y == 0, x, x * y))
+
+
+round_half_away_from_zero = RoundHalfAwayFromZero(name="round_half_away_from_zero")
+deg2rad = Deg2Rad(name="deg2rad")
+rad2deg = Rad2Deg(name="rad2deg")
+inv = Inv(name="inv")
+mul_without_zeros = MulWithoutZeros(name="mul_without_zeros")

@@ -1,0 +1,169 @@
+"""Helpers the rewrite modules share: matching Elemwise nodes, scalar constants, types.
+
+Rewrites are short because these answer the recurring questions: "is this variable computed
+by an Elemwise of scalar op X?" (:func:`elemwise_inputs`), "is it a constant with a single
+value?" (:func:`scalar_constant`), "is it minus something?" (:func:`is_neg`), and "how do I
+give a replacement the exact type of the variable it replaces?" (:func:`as_type_of`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+import opgraph.scalar.basic as ps
+import opgraph.tensor.math as tm
+from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.tensor.basic import Rebroadcast, constant
+from opgraph.tensor.elemwise import DimShuffle, Elemwise
+
+__all__ = [
+    "as_type_of",
+    "broadcast_constant",
+    "clients_of",
+    "elemwise_inputs",
+    "is_neg",
+    "negate",
+    "scalar_constant",
+    "scalar_op_of",
+]
+
+
+def scalar_op_of(x: Variable | Apply | None) -> ps.ScalarOp | None:
+    """The scalar op of the single-output Elemwise computing ``x`` (a variable or a node)."""
+    node = x.owner if isinstance(x, Variable) else x
+    if node is None or not isinstance(node.op, Elemwise) or len(node.outputs) != 1:
+        return None
+    return node.op.scalar_op
+
+
+def elemwise_inputs(x: Variable | Apply | None, *classes: type) -> list[Variable] | None:
+    """The inputs of ``x``'s Elemwise if its scalar op is one of ``classes``, else None."""
+    op = scalar_op_of(x)
+    if op is None or not isinstance(op, classes):
+        return None
+    node = x.owner if isinstance(x, Variable) else x
+    return list(node.inputs)  # type: ignore[union-attr]
+
+
+def clients_of(fgraph: Any, var: Variable) -> list[tuple[Any, int]]:
+    """``var``'s clients in ``fgraph`` (empty for a variable outside it)."""
+    return list(getattr(var, "clients", None) or ())
+
+
+def _all_equal(data: np.ndarray) -> bool:
+    if data.size == 0:
+        return False
+    first = data.flat[0]
+    return bool(np.all(data == first)) or bool(np.isnan(first) and np.all(np.isnan(data)))
+
+
+def scalar_constant(var: Variable, broadcastable_only: bool = True) -> np.generic | None:
+    """The single value of ``var`` if it is a constant whose elements are all equal.
+
+    Looks through DimShuffle and Rebroadcast of a constant. With ``broadcastable_only`` the
+    variable must also have only broadcastable dimensions (length 1), so replacing it by a
+    scalar cannot change the shape of an expression.
+    """
+    if broadcastable_only and not all(var.type.broadcastable):
+        return None
+    while var.owner is not None and isinstance(var.owner.op, DimShuffle | Rebroadcast):
+        var = var.owner.inputs[0]
+    if not isinstance(var, Constant):
+        return None
+    data = np.asarray(var.data)
+    if data.dtype.kind not in "biufc" or not _all_equal(data):
+        return None
+    return data.flat[0]
+
+
+def broadcast_constant(value: Any, dtype: str, ndim: int) -> Constant:
+    """A constant holding ``value`` as ``dtype``, with ``ndim`` broadcastable dimensions."""
+    with np.errstate(all="ignore"):
+        data = np.full((1,) * ndim, value).astype(dtype)
+    return constant(data)
+
+
+def is_neg(var: Variable) -> Variable | None:
+    """``x`` if ``var`` is ``neg(x)`` or ``mul(-1, x)`` (canonicalize's form of it), else None."""
+    ins = elemwise_inputs(var, ps.Neg)
+    if ins is not None:
+        return ins[0]
+    ins = elemwise_inputs(var, ps.Mul)
+    if ins is None or len(ins) != 2:
+        return None
+    for k in (0, 1):
+        c = scalar_constant(ins[k])
+        if c is not None and c == -1:
+            other = ins[1 - k]
+            if other.type.dtype == var.type.dtype:
+                return other
+    return None
+
+
+def negate(var: Variable) -> Variable:
+    """``-var``, without a double negation: ``x`` for ``neg(x)`` or ``mul(-1, x)``."""
+    inner = is_neg(var)
+    return inner if inner is not None else tm.neg(var)
+
+
+def _pad(var: Variable, ndim: int) -> Variable:
+    diff = ndim - var.type.ndim
+    if diff <= 0:
+        return var
+    order: list[int | str] = ["x"] * diff + list(range(var.type.ndim))
+    return DimShuffle(var.type.broadcastable, order)(var)
+
+
+def as_type_of(
+    new: Variable, out: Variable, models: Iterable[Variable] = ()
+) -> Variable | None:
+    """``new`` given exactly ``out``'s type, or None if that is not possible.
+
+    The dtype is cast, missing leading dimensions are added, and each dimension that is
+    broadcastable in ``new`` but not in ``out`` is given its length by ``fill(model, new)``
+    with the first of ``models`` having a non-broadcastable dimension there. A rewrite that
+    dropped a term (``x * y / y -> x``) passes the dropped terms as models, so the result
+    keeps the shape the original expression had.
+    """
+    ndim = out.type.ndim
+    if new.type.ndim > ndim:
+        return None
+    if new.type.dtype != out.type.dtype:
+        new = tm.cast(new, out.type.dtype)
+    new = _pad(new, ndim)
+    target = out.type.broadcastable
+    missing = {d for d in range(ndim) if new.type.broadcastable[d] and not target[d]}
+    for model in models:
+        if not missing:
+            break
+        if model.type.ndim > ndim:
+            continue
+        pad = ndim - model.type.ndim
+        covers = {d for d in missing if d >= pad and not model.type.broadcastable[d - pad]}
+        if covers:
+            new = tm.fill(model, new)
+            missing -= covers
+    if missing:
+        return None
+    if new.type != out.type:
+        converted = out.type.convert_variable(new)
+        if converted is None or converted.type != out.type:
+            return None
+        new = converted
+    return new
+
+
+def same_terms(a: Sequence[Variable], b: Sequence[Variable]) -> bool:
+    """True if two term lists hold the same variables (constants compared by value)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x is y:
+            continue
+        cx, cy = scalar_constant(x), scalar_constant(y)
+        if cx is None or cy is None or cx.dtype != cy.dtype or cx != cy:
+            return False
+    return True

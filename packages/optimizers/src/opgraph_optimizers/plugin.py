@@ -1,0 +1,15 @@
+"""The module behind this package's ``opgraph`` entry point: hook implementations only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opgraph.plugins import hookimpl
+
+
+@hookimpl
+def opgraph_register_rewrites(optdb: Any) -> None:
+    """Install every rewrite of opgraph-optimizers into core's stage databases."""
+    from opgraph_optimizers.registry import load_rewrite_modules
+
+    load_rewrite_modules().install(optdb)
