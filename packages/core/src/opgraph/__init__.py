@@ -28,7 +28,7 @@ from opgraph.compile import (
     shared,
 )
 from opgraph.compile.mode import get_mode
-from opgraph import compile, gradient, printing
+from opgraph import compile, gradient, ifelse, printing
 from opgraph.gradient import Lop, Rop, grad
 from opgraph.printing import pp, pprint
 from opgraph import gof

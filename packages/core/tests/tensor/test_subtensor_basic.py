@@ -149,7 +149,7 @@ def test_bad_indices_give_clear_errors() -> None:
     x = T.dmatrix("x")
     with pytest.raises(ValueError, match="too many indices"):
         x[1, 2, 3]
-    with pytest.raises(TypeError, match="must be an integer.*float64"):
+    with pytest.raises(TypeError, match=r"must be an integer.*float64"):
         x[T.dscalar("f")]
     with pytest.raises(TypeError, match="must hold integers"):
         x[1.5]
@@ -161,7 +161,7 @@ def test_bad_indices_give_clear_errors() -> None:
         x[T.lvector("v") : 3]
     with pytest.raises(ValueError, match="has only 2 dimension"):
         Subtensor([0, 1, 2])(x)
-    with pytest.raises(TypeError, match="index input 1.*int64"):
+    with pytest.raises(TypeError, match=r"index input 1.*int64"):
         Subtensor([T.lscalar().type])(x, T.bscalar())
     with pytest.raises(TypeError, match="needs 1 index input"):
         Subtensor([T.lscalar().type])(x)

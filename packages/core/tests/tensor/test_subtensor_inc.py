@@ -158,13 +158,13 @@ def test_inplace_perform_overwrites_x_and_copy_does_not() -> None:
 
 def test_bad_inputs_give_clear_errors() -> None:
     x = T.dmatrix("x")
-    with pytest.raises(TypeError, match="1-dimensional subtensor.*2-dimensional value"):
+    with pytest.raises(TypeError, match=r"1-dimensional subtensor.*2-dimensional value"):
         inc_subtensor(x[1], x)
     with pytest.raises(TypeError, match="must be the result of indexing"):
         set_subtensor(x, 1.0)
-    with pytest.raises(TypeError, match="must be the result of indexing.*Elemwise"):
+    with pytest.raises(TypeError, match=r"must be the result of indexing.*Elemwise"):
         inc_subtensor(x + 1, 1.0)
-    with pytest.raises(TypeError, match="cannot increment x of dtype int32.*float64"):
+    with pytest.raises(TypeError, match=r"cannot increment x of dtype int32.*float64"):
         inc_subtensor(T.imatrix()[1:], T.dvector())
     with pytest.raises(TypeError, match="cannot set a 1-dimensional subtensor"):
         IncSubtensor([0], set_instead_of_inc=True)(x, x)

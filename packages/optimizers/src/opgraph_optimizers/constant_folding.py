@@ -19,7 +19,6 @@ import numpy as np
 
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.rewriting import in2out, node_rewriter
-
 from opgraph_optimizers.registry import rewrites
 
 __all__ = ["constant_folding", "fold_node", "topo_constant_folding"]

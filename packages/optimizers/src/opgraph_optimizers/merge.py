@@ -20,22 +20,60 @@ from typing import Any
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.features import InconsistencyError
 from opgraph.rewriting import GraphRewriter, apply_replacements
-
 from opgraph_optimizers.registry import rewrites
 
-__all__ = ["MergeOptimizer", "find_merges", "merge_optimizer"]
+__all__ = ["MergeOptimizer", "find_merges", "inputs_first", "merge_optimizer"]
 
 
-def _node_key(node: Apply, inputs: list[Variable]) -> Hashable | None:
-    """``(op, ids of the inputs, number of outputs)``, or None for a node never merged."""
-    op = node.op
-    if getattr(op, "destroy_map", None):
-        return None  # two nodes destroying the same buffer are not interchangeable
-    try:
-        hash(op)
-    except TypeError:
-        return None
-    return (op, tuple(id(i) for i in inputs), len(node.outputs))
+class _OpIds:
+    """Small ints standing for ops, equal for equal ops: ``op.__hash__``/``__eq__`` (which
+    compare props) run once per distinct op object rather than once per node."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, int | None] = {}
+        self._by_op: dict[Any, int] = {}
+        self._keep: list[Any] = []  # keeps the ops alive, so their ids stay unique
+
+    def __call__(self, op: Any) -> int | None:
+        key = id(op)
+        if key in self._by_id:
+            return self._by_id[key]
+        try:
+            value: int | None = self._by_op.setdefault(op, len(self._by_op))
+        except TypeError:  # an unhashable op is never merged
+            value = None
+        self._by_id[key] = value
+        self._keep.append(op)
+        return value
+
+
+def inputs_first(fgraph: Any) -> list[Apply]:
+    """The graph's nodes, every node after the nodes computing its inputs.
+
+    An iterative depth-first walk from the outputs (deterministic, no recursion); unlike
+    ``fgraph.toposort()`` it ignores the extra orderings of features, which merging does
+    not need.
+    """
+    order: list[Apply] = []
+    done: set[Apply] = set()
+    for out in fgraph.outputs:
+        root = out.owner
+        if root is None or root in done:
+            continue
+        stack: list[tuple[Apply, int]] = [(root, 0)]
+        done.add(root)
+        while stack:
+            node, k = stack[-1]
+            if k < len(node.inputs):
+                stack[-1] = (node, k + 1)
+                owner = node.inputs[k].owner
+                if owner is not None and owner not in done:
+                    done.add(owner)
+                    stack.append((owner, 0))
+            else:
+                stack.pop()
+                order.append(node)
+    return order
 
 
 class MergeOptimizer(GraphRewriter):
@@ -81,15 +119,20 @@ def _constant_key(var: Constant) -> Hashable | None:
 
 
 def find_merges(fgraph: Any) -> list[tuple[Variable, Variable]]:
-    """``(duplicate, kept)`` pairs: constants of equal signature, then nodes equal up to them.
+    """``(duplicate, kept)`` pairs: outputs of nodes equal up to merged constants, then
+    constants of equal signature.
 
     Walks the nodes once in topological order, keeping ``canon``, the variable each one
     becomes once the earlier merges are applied; so one pass finds whole duplicated chains.
+    Node pairs come first and outputs first: a duplicated chain then leaves the graph from
+    its end, each node while its inputs are still its own, never by a removal from the long
+    client list of a merged variable (which would make merging quadratic).
     """
     canon: dict[Variable, Variable] = {}
     constants: dict[Hashable, Constant] = {}
     nodes: dict[Hashable, Apply] = {}
     pairs: list[tuple[Variable, Variable]] = []
+    constant_pairs: list[tuple[Variable, Variable]] = []
 
     def canonical_constant(var: Constant) -> None:
         if var in canon:
@@ -100,19 +143,21 @@ def find_merges(fgraph: Any) -> list[tuple[Variable, Variable]]:
         kept = constants.setdefault(key, var)
         if kept is not var:
             canon[var] = kept
-            pairs.append((var, kept))
+            constant_pairs.append((var, kept))
 
-    for node in fgraph.toposort():
+    op_ids = _OpIds()
+    for node in inputs_first(fgraph):
         for var in node.inputs:
             if isinstance(var, Constant):
                 canonical_constant(var)
-        key = _node_key(node, [canon.get(i, i) for i in node.inputs])
-        if key is None:
+        if getattr(node.op, "destroy_map", None):
+            continue  # two nodes destroying the same buffer are not interchangeable
+        op_id = op_ids(node.op)
+        if op_id is None:
             continue
+        key = (op_id, len(node.outputs), *(id(canon.get(i, i)) for i in node.inputs))
         kept = nodes.setdefault(key, node)
         if kept is node:
-            continue
-        if any(o.type != k.type for o, k in zip(node.outputs, kept.outputs, strict=True)):
             continue
         for old, new in zip(node.outputs, kept.outputs, strict=True):
             canon[old] = new
@@ -120,7 +165,7 @@ def find_merges(fgraph: Any) -> list[tuple[Variable, Variable]]:
     for var in fgraph.outputs:
         if isinstance(var, Constant):
             canonical_constant(var)
-    return pairs
+    return pairs[::-1] + constant_pairs
 
 
 #: The merge rewriter of the merge stages (Theano's ``merge_optimizer``).

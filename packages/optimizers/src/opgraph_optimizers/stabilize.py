@@ -1,1 +1,425 @@
-"""(being written)"""
+"""The stabilize stage: expressions that overflow or lose precision, rewritten to stable forms.
+
+``log(1 + x) -> log1p(x)``, ``exp(x) - 1 -> expm1(x)``, ``log1p(exp(x)) -> softplus(x)``,
+the sigmoid family (``1 / (1 + exp(-x)) -> sigmoid(x)``, ``1 - sigmoid(x) -> sigmoid(-x)``,
+``exp(x) * sigmoid(-x) -> sigmoid(x)``, ``log(sigmoid(x)) -> -softplus(-x)``,
+``log(1 - sigmoid(x)) -> -softplus(x)``),
+``log(sum(exp(x))) -> max + log(sum(exp(x - max)))``, ``log(softmax(x)) -> log_softmax(x)``
+and categorical cross-entropy of a softmax into the fused op of ``tensor.nnet`` with its
+stable gradient. All are tagged ``stability`` (and ``fast_run``).
+
+The patterns match canonicalize's output, where ``-x`` is ``mul(-1, x)`` and constants are
+broadcastable constants (``x + 1`` is ``add(TensorConstant{(1,) of 1.0}, x)``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import opgraph.scalar.basic as ps
+import opgraph.tensor.math as tm
+from opgraph.graph.basic import Apply, Variable
+from opgraph.rewriting import node_rewriter
+from opgraph.scalar.type import float_dtypes
+from opgraph.tensor.elemwise import CAReduce, DimShuffle, Elemwise, Sum
+from opgraph.tensor.nnet.basic import LogSoftmax, Softmax, SoftmaxGrad, SoftmaxWithBias
+from opgraph.tensor.nnet.crossentropy import (
+    CrossentropyCategorical1Hot,
+    CrossentropyCategorical1HotGrad,
+    crossentropy_softmax_1hot_with_bias_dx,
+    crossentropy_softmax_argmax_1hot_with_bias,
+)
+from opgraph.tensor.shape import shape_i
+from opgraph.tensor.structure import alloc
+from opgraph_optimizers.canonicalize.utils import (
+    as_type_of,
+    broadcast_constant,
+    elemwise_inputs,
+    is_neg,
+    negate,
+    scalar_constant,
+)
+from opgraph_optimizers.registry import rewrites
+
+__all__ = [
+    "local_1msigmoid",
+    "local_crossentropy_softmax_grad",
+    "local_crossentropy_to_crossentropy_with_softmax",
+    "local_expm1",
+    "local_log1msigmoid",
+    "local_log1p",
+    "local_log1p_exp_to_softplus",
+    "local_log_sigmoid",
+    "local_log_softmax",
+    "local_log_softmax_grad",
+    "local_log_sum_exp",
+    "local_sigm_times_exp",
+    "local_sigmoid_from_exp",
+]
+
+
+def _is_value(var: Variable, value: float) -> bool:
+    c = scalar_constant(var)
+    return c is not None and bool(c == value)
+
+
+def _is_one(var: Variable) -> bool:
+    return _is_value(var, 1)
+
+
+def _replace(new: Variable, out: Variable, models: list[Variable] | None = None):
+    """``[new]`` given ``out``'s type, or None."""
+    result = as_type_of(new, out, models or ())
+    return None if result is None else [result]
+
+
+def _float_out(node: Apply) -> bool:
+    return node.outputs[0].type.dtype in float_dtypes
+
+
+# ------------------------------------------------------------------ log1p, expm1, softplus
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([Elemwise])
+def local_log1p(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``log(1 + x) -> log1p(x)``; ``log(1 - x) -> log1p(-x)``."""
+    ins = elemwise_inputs(node, ps.Log)
+    if ins is None or not _float_out(node):
+        return None
+    (arg,) = ins
+    terms = elemwise_inputs(arg, ps.Add)
+    if terms is not None:
+        ones = [k for k, t in enumerate(terms) if _is_one(t)]
+        if not ones:
+            return None
+        rest = terms[: ones[0]] + terms[ones[0] + 1 :]
+        if not rest:
+            return None
+        x = rest[0] if len(rest) == 1 else tm.add(*rest)
+        return _replace(tm.log1p(x), node.outputs[0], models=terms)
+    terms = elemwise_inputs(arg, ps.Sub)
+    if terms is not None and _is_one(terms[0]):
+        return _replace(tm.log1p(negate(terms[1])), node.outputs[0], models=terms)
+    return None
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([Elemwise])
+def local_expm1(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``exp(x) - 1 -> expm1(x)`` (also ``add(-1, exp(x), y) -> add(expm1(x), y)``)."""
+    if not _float_out(node):
+        return None
+    out = node.outputs[0]
+    ins = elemwise_inputs(node, ps.Sub)
+    if ins is not None:
+        inner = elemwise_inputs(ins[0], ps.Exp)
+        if inner is None or not _is_one(ins[1]):
+            return None
+        return _replace(tm.expm1(inner[0]), out, models=ins)
+    ins = elemwise_inputs(node, ps.Add)
+    if ins is None:
+        return None
+    minus = [k for k, t in enumerate(ins) if _is_value(t, -1)]
+    exps = [k for k, t in enumerate(ins) if elemwise_inputs(t, ps.Exp) is not None]
+    if not minus or not exps:
+        return None
+    e = ins[exps[0]]
+    rest = [t for k, t in enumerate(ins) if k not in (minus[0], exps[0])]
+    new = tm.expm1(e.owner.inputs[0])  # type: ignore[union-attr]
+    if rest:
+        new = tm.add(new, *rest)
+    return _replace(new, out, models=ins)
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([Elemwise])
+def local_log1p_exp_to_softplus(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``log1p(exp(x)) -> softplus(x)``: no overflow for large x."""
+    ins = elemwise_inputs(node, ps.Log1p)
+    inner = elemwise_inputs(ins[0], ps.Exp) if ins is not None else None
+    if inner is None or not _float_out(node):
+        return None
+    return _replace(tm.softplus(inner[0]), node.outputs[0])
+
+
+# ------------------------------------------------------------------ sigmoid
+
+
+def _one_plus_exp(var: Variable) -> Variable | None:
+    """``z`` if ``var`` is ``1 + exp(z)``, else None."""
+    terms = elemwise_inputs(var, ps.Add)
+    if terms is None or len(terms) != 2:
+        return None
+    for k in (0, 1):
+        inner = elemwise_inputs(terms[1 - k], ps.Exp)
+        if _is_one(terms[k]) and inner is not None:
+            return inner[0]
+    return None
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([Elemwise])
+def local_sigmoid_from_exp(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``1 / (1 + exp(-x)) -> sigmoid(x)``; ``c / (1 + exp(z)) -> c * sigmoid(-z)``;
+    ``exp(x) / (1 + exp(x)) -> sigmoid(x)``."""
+    ins = elemwise_inputs(node, ps.TrueDiv)
+    if ins is None or not _float_out(node):
+        return None
+    num, den = ins
+    z = _one_plus_exp(den)
+    if z is None:
+        return None
+    out = node.outputs[0]
+    top = elemwise_inputs(num, ps.Exp)
+    if top is not None and top[0] is z:
+        return _replace(tm.sigmoid(z), out, models=ins)
+    c = scalar_constant(num)
+    if c is None:
+        return None
+    new = tm.sigmoid(negate(z))
+    if c != 1:
+        new = tm.mul(broadcast_constant(c, out.type.dtype, out.type.ndim), new)
+    return _replace(new, out, models=ins)
+
+
+def _sigmoid_arg(var: Variable) -> Variable | None:
+    ins = elemwise_inputs(var, ps.Sigmoid)
+    return None if ins is None else ins[0]
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([Elemwise])
+def local_1msigmoid(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``1 - sigmoid(x) -> sigmoid(-x)``."""
+    ins = elemwise_inputs(node, ps.Sub)
+    if ins is None or not _is_one(ins[0]) or not _float_out(node):
+        return None
+    x = _sigmoid_arg(ins[1])
+    if x is None:
+        return None
+    return _replace(tm.sigmoid(negate(x)), node.outputs[0], models=ins)
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([Elemwise])
+def local_log_sigmoid(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``log(sigmoid(x)) -> -softplus(-x)``: finite for very negative x."""
+    ins = elemwise_inputs(node, ps.Log)
+    x = _sigmoid_arg(ins[0]) if ins is not None else None
+    if x is None:
+        return None
+    return _replace(tm.neg(tm.softplus(negate(x))), node.outputs[0])
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([Elemwise])
+def local_log1msigmoid(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``log(1 - sigmoid(x)) -> -softplus(x)``; ``log1p(-sigmoid(x)) -> -softplus(x)``."""
+    ins = elemwise_inputs(node, ps.Log)
+    if ins is not None:
+        terms = elemwise_inputs(ins[0], ps.Sub)
+        if terms is None or not _is_one(terms[0]):
+            return None
+        x = _sigmoid_arg(terms[1])
+        models = terms
+    else:
+        ins = elemwise_inputs(node, ps.Log1p)
+        neg = is_neg(ins[0]) if ins is not None else None
+        x = _sigmoid_arg(neg) if neg is not None else None
+        models = []
+    if x is None:
+        return None
+    return _replace(tm.neg(tm.softplus(x)), node.outputs[0], models=models)
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([Elemwise])
+def local_sigm_times_exp(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``exp(x) * sigmoid(-x) -> sigmoid(x)`` (``exp`` overflows where the product does not)."""
+    ins = elemwise_inputs(node, ps.Mul)
+    if ins is None or not _float_out(node):
+        return None
+    for k, e in enumerate(ins):
+        exp_of = elemwise_inputs(e, ps.Exp)
+        if exp_of is None:
+            continue
+        z = exp_of[0]
+        for j, t in enumerate(ins):
+            w = _sigmoid_arg(t)
+            if j == k or w is None or not (is_neg(w) is z or is_neg(z) is w):
+                continue
+            rest = [v for i, v in enumerate(ins) if i not in (j, k)]
+            new = tm.sigmoid(z)
+            if rest:
+                new = tm.mul(new, *rest)
+            return _replace(new, node.outputs[0], models=ins)
+    return None
+
+
+# ------------------------------------------------------------------ log-sum-exp
+
+
+def _keepdims_order(ds: DimShuffle) -> bool:
+    """True if the DimShuffle only inserts broadcastable dimensions (``keepdims=True``)."""
+    kept = [o for o in ds.new_order if o != "x"]
+    return kept == list(range(len(ds.input_broadcastable)))
+
+
+def _is_max_of(var: Variable) -> bool:
+    """True if ``var`` is (a DimShuffle of) a maximum reduction, or that max made finite."""
+    while var.owner is not None and isinstance(var.owner.op, DimShuffle):
+        var = var.owner.inputs[0]
+    ins = elemwise_inputs(var, ps.Switch)
+    if ins is not None:
+        var = ins[2]
+    node = var.owner
+    if node is None:
+        return False
+    if isinstance(node.op, CAReduce) and isinstance(node.op.scalar_op, ps.Maximum):
+        return True
+    return type(node.op).__name__ == "MaxAndArgmax"
+
+
+@rewrites.stabilize("stability")
+@node_rewriter([Elemwise])
+def local_log_sum_exp(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``log(sum(exp(x), axis)) -> max + log(sum(exp(x - max), axis))`` (``max`` kept finite)."""
+    ins = elemwise_inputs(node, ps.Log)
+    if ins is None or not _float_out(node):
+        return None
+    (s,) = ins
+    ds = None
+    if s.owner is not None and isinstance(s.owner.op, DimShuffle) and _keepdims_order(s.owner.op):
+        ds, s = s.owner.op, s.owner.inputs[0]
+    if s.owner is None or type(s.owner.op) is not Sum:
+        return None
+    inner = elemwise_inputs(s.owner.inputs[0], ps.Exp)
+    if inner is None:
+        return None
+    (x,) = inner
+    if x.type.dtype not in float_dtypes:
+        return None
+    shifted_by = elemwise_inputs(x, ps.Sub)
+    if shifted_by is not None and _is_max_of(shifted_by[1]):
+        return None  # already the stable form
+    ndim = x.type.ndim
+    axes = list(range(ndim)) if s.owner.op.axis is None else list(s.owner.op.axis)
+    xmax = CAReduce(ps.maximum, axes)(x)
+    xmax = tm.switch(tm.isinf(xmax), broadcast_constant(0, xmax.type.dtype, xmax.type.ndim), xmax)
+    pattern: list[int | str] = []
+    k = 0
+    for d in range(ndim):
+        if d in axes:
+            pattern.append("x")
+        else:
+            pattern.append(k)
+            k += 1
+    shifted = tm.sub(x, DimShuffle(xmax.type.broadcastable, pattern)(xmax))
+    new = tm.add(tm.log(tm.sum(tm.exp(shifted), axis=axes)), xmax)
+    if ds is not None:
+        new = DimShuffle(new.type.broadcastable, ds.new_order)(new)
+    return _replace(new, node.outputs[0])
+
+
+# ------------------------------------------------------------------ softmax
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([Elemwise])
+def local_log_softmax(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``log(softmax(x)) -> log_softmax(x)``."""
+    ins = elemwise_inputs(node, ps.Log)
+    if ins is None:
+        return None
+    sm = ins[0]
+    if sm.owner is None or type(sm.owner.op) is not Softmax:
+        return None
+    new = LogSoftmax(sm.owner.op.axis)(sm.owner.inputs[0])
+    return _replace(new, node.outputs[0])
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([SoftmaxGrad])
+def local_log_softmax_grad(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``softmax_grad(g / sm, sm) -> g - sum(g, axis) * sm``: the gradient of log(softmax)."""
+    dy, sm = node.inputs
+    ins = elemwise_inputs(dy, ps.TrueDiv)
+    if ins is None or ins[1] is not sm or dy.type.broadcastable != sm.type.broadcastable:
+        return None
+    g = ins[0]
+    axis = node.op.axis % sm.type.ndim
+    new = tm.sub(g, tm.mul(tm.sum(g, axis=axis, keepdims=True), sm))
+    return _replace(new, node.outputs[0], models=[g, sm])
+
+
+def _softmax_logits(sm: Variable) -> tuple[Variable, Variable | None] | None:
+    """``(x, b)`` if ``sm`` is a row-wise softmax of the logits ``x`` (+ ``b``) of a matrix."""
+    node = sm.owner
+    if node is None or sm.type.ndim != 2:
+        return None
+    if type(node.op) is Softmax and node.op.axis in (-1, 1):
+        return node.inputs[0], None
+    if type(node.op) is SoftmaxWithBias:
+        return node.inputs[0], node.inputs[1]
+    return None
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([CrossentropyCategorical1Hot])
+def local_crossentropy_to_crossentropy_with_softmax(
+    fgraph: Any, node: Apply
+) -> dict[Variable, Variable] | None:
+    """``xent(softmax(x + b), y) -> crossentropy_softmax_argmax_1hot_with_bias(x, b, y)[0]``.
+
+    ``xent`` is ``crossentropy_categorical_1hot`` (``categorical_crossentropy`` with class
+    indices). The softmax itself is replaced by the fused op's second output, which the
+    gradient (see :func:`local_crossentropy_softmax_grad`) then shares.
+    """
+    sm, y = node.inputs
+    found = _softmax_logits(sm)
+    if found is None:
+        return None
+    x, b = found
+    if b is None:
+        b = alloc(np.zeros((), dtype=x.type.dtype), shape_i(x, 1, fgraph))
+    nll, new_sm, _ = crossentropy_softmax_argmax_1hot_with_bias(x, b, y)
+    out = node.outputs[0]
+    if nll.type != out.type or new_sm.type != sm.type:
+        return None
+    return {out: nll, sm: new_sm}
+
+
+@rewrites.stabilize("stability")
+@rewrites.specialize("stability")
+@node_rewriter([SoftmaxGrad])
+def local_crossentropy_softmax_grad(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``softmax_grad(xent_grad(g, sm, y), sm) -> xent_softmax_dx(g, sm, y)``.
+
+    ``xent_grad`` is ``crossentropy_categorical_1hot_grad``, whose ``-g / sm[y]`` is
+    infinite where the softmax underflows; ``xent_softmax_dx`` is the fused gradient
+    ``crossentropy_softmax_1hot_with_bias_dx``, ``g * (sm - onehot(y))``, which is not.
+    """
+    dy, sm = node.inputs
+    if sm.type.ndim != 2 or node.op.axis not in (-1, 1):
+        return None
+    owner = dy.owner
+    if owner is None or not isinstance(owner.op, CrossentropyCategorical1HotGrad):
+        return None
+    g, coding, y = owner.inputs
+    if coding is not sm:
+        return None
+    return _replace(crossentropy_softmax_1hot_with_bias_dx(g, sm, y), node.outputs[0])

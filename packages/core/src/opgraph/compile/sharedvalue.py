@@ -261,4 +261,9 @@ def core_shared_constructor(
             return var
     if kwargs:
         return None
+    from opgraph.tensor.random_ops import random_shared_constructor
+
+    var = random_shared_constructor(value, name, strict, allow_downcast, borrow)
+    if var is not None:
+        return var
     return generic_shared_constructor(value, name, strict, allow_downcast, borrow)

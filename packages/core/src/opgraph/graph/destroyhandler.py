@@ -17,9 +17,11 @@ included. Attached to a FunctionGraph, a :class:`DestroyHandler` makes
 For rule 4, :meth:`DestroyHandler.orderings` tells ``fgraph.toposort()`` (and so every
 linker) to run each reader of a buffer before the node that overwrites it; a graph is
 inconsistent when those constraints form a cycle. Inputs of a compiled function are
-protected by a :class:`Supervisor` feature: the function's inputs the user did not mark
-mutable, and the shared variables it does not update. ``ReplaceValidate`` reverts a
-replacement that breaks any rule, so in-place rewrites simply try and see.
+protected by a :class:`Supervisor` feature: every input the user did not mark
+``In(x, mutable=True)``, and every input holding state between calls (shared variables,
+updated or not), so that a call that fails leaves that state unchanged.
+``ReplaceValidate`` reverts a replacement that breaks any rule, so in-place rewrites
+simply try and see.
 
 The handler is incremental: it records views as nodes come and go, recomputes the facts
 of an in-place node only when something it depends on changed, and looks for cycles only
@@ -31,7 +33,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from opgraph.graph.basic import Apply, Constant, Variable
@@ -272,7 +273,11 @@ class DestroyHandler(Feature):
             ignored = {b for a, b in tolerate_aliased if a == j}
             in_tree = set(tree)
             for k, inp in enumerate(node.inputs):
-                if k not in ignored and inp in in_tree and (k not in tolerated or inp is not destroyed):
+                if (
+                    k not in ignored
+                    and inp in in_tree
+                    and (k not in tolerated or inp is not destroyed)
+                ):
                     error = (
                         f"input aliasing: {node} overwrites its input {j} ({destroyed}) while "
                         f"its input {k} ({inp}) shares that memory"
@@ -444,7 +449,8 @@ class Supervisor(Feature):
 
     ``validate`` raises :class:`InconsistencyError` when a node overwrites (the buffer of)
     one of them. ``function()`` attaches one protecting every input the user did not mark
-    ``In(x, mutable=True)`` and every shared variable it does not update.
+    ``In(x, mutable=True)`` and every input with an update (shared variables): updates are
+    all-or-nothing, which overwriting their old values during the call would break.
     """
 
     def __init__(self, protected: Iterable[Variable]) -> None:
@@ -459,7 +465,7 @@ class Supervisor(Feature):
             if nodes:
                 raise InconsistencyError(
                     f"{nodes[0]} would overwrite {var}, which the function must not change "
-                    "(an input not marked mutable, or a shared variable it does not update)"
+                    "(an input not marked mutable, or state kept between calls)"
                 )
 
 
@@ -467,11 +473,9 @@ def protected_inputs(fgraph: FunctionGraph) -> set[Variable]:
     """The inputs of ``fgraph`` that no in-place rewrite may overwrite.
 
     Those protected by the :class:`Supervisor` features attached (``function()`` attaches
-    one); when there is none, every input the graph does not update (by
-    ``fgraph.update_mapping``), which is the safe choice.
+    one); when there is none, every input, which is the safe choice.
     """
     supervisors = [f for f in fgraph.features if isinstance(f, Supervisor)]
     if supervisors:
         return {var for sup in supervisors for var in sup.protected}
-    updated = set((fgraph.update_mapping or {}).values())
-    return {var for k, var in enumerate(fgraph.inputs) if k not in updated}
+    return set(fgraph.inputs)

@@ -90,6 +90,15 @@ def node_error_details(
         "(no creation trace recorded; set OPGRAPH_FLAGS=traceback__limit=8)"
     )
     lines.append(f"The node was created at: {where}")
+    fused = getattr(node.tag, "fused_from", None)
+    if fused:
+        lines.append("It fuses the nodes created at:")
+        seen = {where}
+        for op_text, op_trace in fused:
+            line = first_user_line(op_trace)
+            if line and line not in seen:
+                seen.add(line)
+                lines.append(f"  {op_text}: {line}")
     if verbosity == "high":
         lines.append("Backtrace when the node was created:")
         lines.append(format_trace(trace))

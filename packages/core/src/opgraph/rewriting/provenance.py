@@ -116,6 +116,21 @@ def record_provenance(
             entry = entries[i] = Provenance(name, location, _describe(replaced[i]), reason)
         # A new list each time: Apply.clone copies tags shallowly, so never mutate in place.
         node.tag.provenance = [*getattr(node.tag, "provenance", ()), entry]
+        copy_stack_trace(replaced[i], node)
+
+
+def copy_stack_trace(old: Variable, node: Apply) -> None:
+    """Give ``node`` (built by a rewrite) the creation trace of the variable it replaces.
+
+    A node made during compilation would otherwise record the user's ``function(...)``
+    line; the line that built the replaced expression is what a runtime error should name.
+    """
+    trace = getattr(old.tag, "trace", None)
+    if not trace:
+        return
+    node.tag.trace = trace
+    for out in node.outputs:
+        out.tag.trace = trace
 
 
 @dataclass

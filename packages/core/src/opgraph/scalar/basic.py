@@ -74,6 +74,34 @@ def upgrade_to_float_no_complex(*types: ScalarType) -> tuple[ScalarType]:
     return upgrade_to_float(*types)
 
 
+def same_out_nobool(t: ScalarType, *_: ScalarType) -> tuple[ScalarType]:
+    """Output dtype: the first input's; bool inputs are an error (negation, sign)."""
+    if t.dtype == "bool":
+        raise TypeError("this op is not defined for bool inputs; cast them to an integer first")
+    return (t,)
+
+
+def real_out(t: ScalarType, *_: ScalarType) -> tuple[ScalarType]:
+    """Output dtype: the real dtype of a complex input, else the input's (abs)."""
+    return float_out_of_complex(t)
+
+
+def angle_out(t: ScalarType) -> tuple[ScalarType]:
+    """Output dtype of ``angle``: real float (from complex, or upgraded from int)."""
+    if t.dtype in complex_dtypes:
+        return float_out_of_complex(t)
+    return upgrade_to_float(t)
+
+
+def true_div_out(*types: ScalarType) -> tuple[ScalarType]:
+    """Output dtype of ``/``: floatX for all-integer inputs (Theano), else the upcast."""
+    if all(t.dtype in discrete_dtypes for t in types):
+        from opgraph.configdefaults import config
+
+        return (get_scalar_type(config.floatX),)
+    return upcast_out(*types)
+
+
 def bool_out(*_: ScalarType) -> tuple[ScalarType]:
     """Output dtype: bool (comparisons, logical ops)."""
     return (get_scalar_type("bool"),)
@@ -371,13 +399,9 @@ def _safe_int_div(x: Any, y: Any) -> Any:
     return np.floor_divide(x, y)
 
 
-def _true_div_rule(*types: ScalarType) -> tuple[ScalarType]:
-    return upgrade_to_float(*types)
-
-
 Sub = _binary("Sub", np.subtract, upcast_out_nobool, _grad_sub, symbol="-")
-TrueDiv = _binary("TrueDiv", np.true_divide, _true_div_rule, _grad_true_div, symbol="/")
-IntDiv = _binary("IntDiv", _safe_int_div, int_out, None, symbol="//")
+TrueDiv = _binary("TrueDiv", np.true_divide, true_div_out, _grad_true_div, symbol="/")
+IntDiv = _binary("IntDiv", _safe_int_div, upcast_out_nobool, None, symbol="//")
 Mod = _binary(
     "Mod",
     np.mod,
@@ -407,10 +431,10 @@ ArcTan2 = _binary(
     ),
 )
 
-Neg = _unary("Neg", np.negative, same_out, lambda m, x, z, gz: m.neg(gz), symbol="-")
+Neg = _unary("Neg", np.negative, same_out_nobool, lambda m, x, z, gz: m.neg(gz), symbol="-")
 Identity = _unary("Identity", lambda x: x, same_out, lambda m, x, z, gz: gz)
-Abs = _unary("Abs", np.abs, same_out, lambda m, x, z, gz: m.mul(gz, m.sgn(x)))
-Sgn = _unary("Sgn", np.sign, same_out)
+Abs = _unary("Abs", np.abs, real_out, lambda m, x, z, gz: m.mul(gz, m.sgn(x)))
+Sgn = _unary("Sgn", np.sign, same_out_nobool)
 Exp = _unary("Exp", np.exp, upgrade_to_float, lambda m, x, z, gz: m.mul(gz, z))
 Exp2 = _unary("Exp2", np.exp2, upgrade_to_float, lambda m, x, z, gz: m.mul(gz, z, np.log(2.0)))
 Expm1 = _unary("Expm1", np.expm1, upgrade_to_float, lambda m, x, z, gz: m.mul(gz, m.add(z, 1)))
@@ -494,7 +518,21 @@ GammaLn = _unary(
     upgrade_to_float_no_complex,
     lambda m, x, z, gz: m.mul(gz, m.psi(x)),
 )
-Psi = _unary("Psi", scipy.special.psi, upgrade_to_float_no_complex)
+Psi = _unary(
+    "Psi",
+    scipy.special.psi,
+    upgrade_to_float_no_complex,
+    lambda m, x, z, gz: m.mul(gz, m.tri_gamma(x)),
+)
+TriGamma = _unary(
+    "TriGamma",
+    lambda x: scipy.special.polygamma(1, x),
+    upgrade_to_float_no_complex,
+    lambda m, x, z, gz: m.mul(gz, m.apply_scalar_op(poly_gamma_2, x)),
+)
+PolyGamma2 = _unary(
+    "PolyGamma2", lambda x: scipy.special.polygamma(2, x), upgrade_to_float_no_complex
+)
 Sigmoid = _unary(
     "ScalarSigmoid",
     scipy.special.expit,
@@ -510,10 +548,10 @@ Softplus = _unary(
 Invert = _unary("Invert", np.invert, int_out)
 IsNan = _unary("IsNan", np.isnan, bool_out)
 IsInf = _unary("IsInf", np.isinf, bool_out)
-Real = _unary("Real", np.real, float_out_of_complex)
+Real = _unary("Real", np.real, float_out_of_complex, lambda m, x, z, gz: gz)
 Imag = _unary("Imag", np.imag, float_out_of_complex)
-Angle = _unary("Angle", np.angle, float_out_of_complex)
-Conj = _unary("Conj", np.conj, same_out)
+Angle = _unary("Angle", np.angle, angle_out)
+Conj = _unary("Conj", np.conj, same_out, lambda m, x, z, gz: m.conj(gz))
 
 
 class Second(ScalarOp):
@@ -644,6 +682,7 @@ floor, ceil, trunc = Floor(name="floor"), Ceil(name="ceil"), Trunc(name="trunc")
 round_half_to_even = RoundHalfToEven(name="round_half_to_even")
 erf, erfc, erfinv = Erf(name="erf"), Erfc(name="erfc"), Erfinv(name="erfinv")
 gamma, gammaln, psi = Gamma(name="gamma"), GammaLn(name="gammaln"), Psi(name="psi")
+tri_gamma, poly_gamma_2 = TriGamma(name="tri_gamma"), PolyGamma2(name="poly_gamma_2")
 sigmoid = Sigmoid(name="scalar_sigmoid")
 softplus = Softplus(name="scalar_softplus")
 invert = Invert(name="invert")
@@ -747,7 +786,7 @@ class Composite(ScalarOp):
             for v in node.inputs:
                 counts[v] = counts.get(v, 0) + 1
         for k, node in enumerate(self.nodes):
-            args = [names.get(v, str(v)) for v in node.inputs]
+            args = [names.get(v, str(getattr(v, "data", v))) for v in node.inputs]
             op = node.op
             if op.symbol and len(args) == 1:
                 text = f"({op.symbol}{args[0]})"
@@ -772,6 +811,13 @@ class Composite(ScalarOp):
         values: dict[Variable, Any] = dict(zip(self.inputs, inputs, strict=True))
         for node in self.nodes:
             args = [values[v] if v in values else v.data for v in node.inputs]
+            out_dtype = node.outputs[0].type.dtype
+            if out_dtype in float_dtypes or out_dtype in complex_dtypes:
+                # Integers feeding a float op are computed in the output's precision
+                # (NumPy would pick float16 for exp(int8)).
+                args = [
+                    a.astype(out_dtype) if np.asarray(a).dtype.kind in "biu" else a for a in args
+                ]
             res = node.op.impl(*args)
             if node.op.nout == 1:
                 res = (res,)

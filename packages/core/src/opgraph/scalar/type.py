@@ -177,7 +177,7 @@ class ScalarConstant(Constant, ScalarVariable):
     def __str__(self) -> str:
         if self.name is not None:
             return self.name
-        return str(self.data)
+        return f"Constant{{{self.data}}}"
 
 
 _cache: dict[str, ScalarType] = {}

@@ -98,3 +98,17 @@ def tensor(
     from opgraph.configdefaults import config
 
     return TensorType(dtype or config.floatX, broadcastable, shape=shape)(name)  # type: ignore[return-value]
+
+from opgraph.tensor import random as raw_random
+from opgraph.tensor import shared_randomstreams
+from opgraph.tensor.jacobian import hessian, jacobian
+from opgraph.tensor.subtensor import *
+from opgraph.tensor import nlinalg, nnet, slinalg
+from opgraph.tensor.nlinalg import alloc_diag, diag, extract_diag, trace
+from opgraph.tensor.shape import *
+from opgraph.tensor.axes import *
+from opgraph.tensor.structure import *
+from opgraph.tensor.joining import *
+from opgraph.tensor.extra_ops import *
+from opgraph.tensor.sort import *
+from opgraph.tensor import extra_ops

@@ -74,7 +74,7 @@ def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None)
             raise ValueError(f"{x} has {x.type.ndim} dimension(s), expected {ndim}")
         return x  # type: ignore[return-value]
     if isinstance(x, list | tuple) and any(isinstance(e, Variable) for e in _flatten(x)):
-        from opgraph.tensor.math import stack
+        from opgraph.tensor.joining import stack
 
         return stack([as_tensor_variable(e) for e in x])
     try:

@@ -302,7 +302,7 @@ class MatMul(Op):
                 v = DimShuffle(v.type.broadcastable, pad)(v)
             args.append(v)
         xb, yb = args[0].type.broadcastable, args[1].type.broadcastable
-        bcast = tuple(a and b for a, b in zip(xb[:-2], yb[:-2])) + (xb[-2], yb[-1])
+        bcast = (*(a and b for a, b in zip(xb[:-2], yb[:-2])), xb[-2], yb[-1])
         out = TensorType(upcast(x.type.dtype, y.type.dtype), bcast)()
         return Apply(self, args, [out])
 
@@ -398,9 +398,7 @@ def _tensordot_as_dot(a: Any, b: Any, axes: Any, batched: bool) -> Variable:
     name = "batched_tensordot" if batched else "tensordot"
     if not np.isscalar(axes):
         if len(axes) != 2:
-            raise ValueError(
-                f"{name}: axes must be an int or a pair of axis lists, got {axes!r}"
-            )
+            raise ValueError(f"{name}: axes must be an int or a pair of axis lists, got {axes!r}")
         ax_a, ax_b = _pack(axes[0]), _pack(axes[1])
         if len(ax_a) != len(ax_b):
             raise ValueError(f"{name}: the two axis lists must have the same length, got {axes}")

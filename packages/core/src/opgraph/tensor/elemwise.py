@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from opgraph.tensor.type import TensorType
 __all__ = ["CAReduce", "DimShuffle", "Elemwise", "Sum"]
 
 
-def _as_tensor(x: Any) -> Variable:
+def _as_tensor(x: typing.Any) -> Variable:
     from opgraph.tensor.basic import as_tensor_variable
 
     return as_tensor_variable(x)
@@ -68,21 +68,25 @@ class DimShuffle(Op):
         body = ",".join(str(o) for o in self.new_order)
         return f"InplaceDimShuffle{{{body}}}" if self.inplace else f"DimShuffle{{{body}}}"
 
-    def make_node(self, x: Any) -> Apply:
+    def make_node(self, x: typing.Any) -> Apply:
         x = _as_tensor(x)
-        if x.type.broadcastable != self.input_broadcastable:
-            if x.type.ndim != len(self.input_broadcastable) or any(
+        if x.type.broadcastable != self.input_broadcastable and (
+            x.type.ndim != len(self.input_broadcastable)
+            or any(
                 b and not xb
                 for b, xb in zip(self.input_broadcastable, x.type.broadcastable, strict=True)
-            ):
-                raise TypeError(
-                    f"{self} expects an input with broadcastable pattern "
-                    f"{self.input_broadcastable}, got {x} of type {x.type}"
-                )
+            )
+        ):
+            raise TypeError(
+                f"{self} expects an input with broadcastable pattern "
+                f"{self.input_broadcastable}, got {x} of type {x.type}"
+            )
         bcast = tuple(True if o == "x" else x.type.broadcastable[o] for o in self.new_order)
         return Apply(self, [x], [TensorType(x.type.dtype, bcast)()])
 
-    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+    def perform(
+        self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
+    ) -> None:
         (x,) = inputs
         res = x.transpose(self.shuffle + self.drop)
         shape = list(res.shape[: len(self.shuffle)])
@@ -93,7 +97,7 @@ class DimShuffle(Op):
             res = res.copy()
         output_storage[0][0] = res
 
-    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+    def infer_shape(self, node: Apply, input_shapes: Sequence[typing.Any]) -> list[typing.Any]:
         (ishp,) = input_shapes
         return [tuple(1 if o == "x" else ishp[o] for o in self.new_order)]
 
@@ -116,7 +120,9 @@ class DimShuffle(Op):
                 grad_order[v] = i
         return [DimShuffle(gz.type.broadcastable, grad_order)(gz)]
 
-    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
+    def R_op(
+        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
+    ) -> list[typing.Any]:
         if eval_points[0] is None:
             return [None]
         return [self(eval_points[0])]
@@ -137,7 +143,7 @@ class Elemwise(Op):
         scalar_op: ScalarOp,
         inplace_pattern: dict[int, int] | None = None,
         name: str | None = None,
-        nfunc_spec: Any = None,
+        nfunc_spec: typing.Any = None,
     ) -> None:
         if not isinstance(scalar_op, ScalarOp):
             raise TypeError(f"Elemwise needs a ScalarOp, got {scalar_op!r}")
@@ -153,10 +159,10 @@ class Elemwise(Op):
             return f"Elemwise{{{self.scalar_op}}}{list(self.inplace_pattern)}"
         return f"Elemwise{{{self.scalar_op}}}"
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, typing.Any]:
         return self.__dict__.copy()
 
-    def make_node(self, *inputs: Any) -> Apply:
+    def make_node(self, *inputs: typing.Any) -> Apply:
         inputs = [_as_tensor(i) for i in inputs]
         if not inputs:
             raise TypeError(f"{self} needs at least one input")
@@ -186,7 +192,7 @@ class Elemwise(Op):
                 )
         return Apply(self, args, outputs)
 
-    def _check_shapes(self, node: Apply, inputs: Sequence[Any]) -> None:
+    def _check_shapes(self, node: Apply, inputs: Sequence[typing.Any]) -> None:
         ndim = node.outputs[0].type.ndim
         for dim in range(ndim):
             size = None
@@ -202,9 +208,16 @@ class Elemwise(Op):
                         f"input[{k}].shape[{dim}] = {n})"
                     )
 
-    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+    def perform(
+        self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
+    ) -> None:
         if len(inputs) > 1:
             self._check_shapes(node, inputs)
+        out_kinds = {o.type.numpy_dtype.kind for o in node.outputs}
+        if out_kinds <= {"f", "c"} and any(np.asarray(i).dtype.kind in "biu" for i in inputs):
+            # Compute in the output precision: NumPy would give float16 for int8 inputs.
+            ftype = node.outputs[0].type.numpy_dtype
+            inputs = [i.astype(ftype) if np.asarray(i).dtype.kind in "biu" else i for i in inputs]
         with np.errstate(all="ignore"):
             res = self.scalar_op.impl(*inputs)
         if len(node.outputs) == 1:
@@ -224,11 +237,11 @@ class Elemwise(Op):
                 arr = np.array(arr)
             if arr.ndim != out.type.ndim:  # 0-d results of ufuncs on 0-d inputs
                 arr = arr.reshape(arr.shape)
-            if any(arr is i for i in inputs):
-                arr = arr.copy()
+            if any(arr is i or np.may_share_memory(arr, i) for i in inputs):
+                arr = arr.copy()  # e.g. np.real and the identity return views
             cell[0] = arr
 
-    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+    def infer_shape(self, node: Apply, input_shapes: Sequence[typing.Any]) -> list[typing.Any]:
         ndim = node.outputs[0].type.ndim
         shape = []
         for dim in range(ndim):
@@ -270,10 +283,37 @@ class Elemwise(Op):
             result.append(g)
         return result
 
-    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
-        from opgraph.gradient import Rop_via_Lop
+    def R_op(
+        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
+    ) -> list[typing.Any]:
+        """``J v``: each output's partial derivatives times the inputs' tangents, summed.
 
-        return Rop_via_Lop(self, inputs, eval_points)
+        The partials come from the scalar op's gradient with unit output gradients, taken on
+        fresh copies of the inputs so that an input computed from another (``sin(x) * x``)
+        contributes its partial only, not a total derivative.
+        """
+        import opgraph.tensor.math as m
+        from opgraph.graph.clone import clone_replace
+
+        dummies = [i.type() for i in inputs]
+        outputs = self(*dummies, return_list=True)
+        results: list[typing.Any] = []
+        for k, out in enumerate(outputs):
+            if out.type.dtype not in _continuous:
+                results.append(None)
+                continue
+            ograds = [m.ones_like(o) if j == k else m.zeros_like(o) for j, o in enumerate(outputs)]
+            partials = self.scalar_op.symbolic_grad(m, dummies, outputs, ograds)
+            total = None
+            for x, ev, partial in zip(inputs, eval_points, partials, strict=True):
+                if ev is None or partial is None or x.type.dtype not in _continuous:
+                    continue
+                term = m.mul(clone_replace(partial, dict(zip(dummies, inputs))), ev)
+                total = term if total is None else m.add(total, term)
+            if total is not None and total.type.dtype != out.type.dtype:
+                total = m.cast(total, out.type.dtype)
+            results.append(total)
+        return results
 
 
 class CAReduce(Op):
@@ -309,7 +349,7 @@ class CAReduce(Op):
     def _output_dtype(self, idtype: str) -> str:
         return idtype
 
-    def make_node(self, x: Any) -> Apply:
+    def make_node(self, x: typing.Any) -> Apply:
         x = _as_tensor(x)
         ndim = x.type.ndim
         axis = self.axis
@@ -337,12 +377,12 @@ class CAReduce(Op):
     def _check_empty(self, x: np.ndarray, axes: tuple[int, ...]) -> None:
         if self.scalar_op.identity is None and any(x.shape[a] == 0 for a in axes):
             raise ValueError(
-                f"{self}: cannot reduce an empty array (input shape {x.shape}, reduced axes "
-                f"{list(axes)}): {self.scalar_op} has no identity value. "
+                f"{self}: cannot reduce an empty array: the {self.scalar_op} of no values is "
+                f"undefined (input shape {x.shape}, reduced axes {list(axes)}). "
                 "HINT: check the input is not empty before reducing it."
             )
 
-    def _reduce(self, x: np.ndarray, axes: tuple[int, ...], acc_dtype: Any) -> Any:
+    def _reduce(self, x: np.ndarray, axes: tuple[int, ...], acc_dtype: typing.Any) -> typing.Any:
         name = getattr(self.scalar_op, "name", None)
         ufunc = self._ufunc_reduce.get(name)
         if ufunc is None:
@@ -359,7 +399,9 @@ class CAReduce(Op):
             return np.array(x, dtype=acc_dtype or x.dtype, copy=True)
         return ufunc.reduce(x, axis=axes, dtype=acc_dtype)
 
-    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+    def perform(
+        self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
+    ) -> None:
         (x,) = inputs
         axes = self._axes(x.ndim)
         self._check_empty(x, axes)
@@ -369,10 +411,10 @@ class CAReduce(Op):
             out = out.copy()
         output_storage[0][0] = out
 
-    def _acc_dtype(self, idtype: np.dtype) -> Any:
+    def _acc_dtype(self, idtype: np.dtype) -> typing.Any:
         return None
 
-    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+    def infer_shape(self, node: Apply, input_shapes: Sequence[typing.Any]) -> list[typing.Any]:
         (shp,) = input_shapes
         axes = self._axes(len(shp))
         return [tuple(s for i, s in enumerate(shp) if i not in axes)]
@@ -402,14 +444,14 @@ class CAReduce(Op):
 
         (x,), (z,), (gz,) = inputs, outputs, output_grads
         if getattr(self.scalar_op, "name", None) not in ("maximum", "minimum"):
-            from opgraph.graph.utils import MethodNotDefined
-
-            raise MethodNotDefined(f"{self} does not define a gradient")
+            return self.grad(inputs, output_grads)  # a subclass's, or MethodNotDefined
         if x.type.dtype not in _continuous:
             return [m.zeros_like(x, dtype="float64")]
         return [m.mul(m.eq(x, self._expand(x, z)), self._expand(x, gz))]
 
-    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
+    def R_op(
+        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
+    ) -> list[typing.Any]:
         import opgraph.tensor.math as m
 
         if eval_points[0] is None:
@@ -494,7 +536,7 @@ class CAReduceDtype(CAReduce):
             )
         return acc
 
-    def make_node(self, x: Any) -> Apply:
+    def make_node(self, x: typing.Any) -> Apply:
         x = _as_tensor(x)
         dtype = self._output_dtype(x.type.dtype)
         acc = self._resolve_acc_dtype(x.type.dtype)
@@ -504,7 +546,7 @@ class CAReduceDtype(CAReduce):
             return type(self)(**props).make_node(x)
         return super().make_node(x)
 
-    def _acc_dtype(self, idtype: np.dtype) -> Any:
+    def _acc_dtype(self, idtype: np.dtype) -> typing.Any:
         return self.acc_dtype
 
     def __str__(self) -> str:
@@ -552,10 +594,24 @@ class Sum(CAReduceDtype):
     ) -> list[Variable]:
         return self.grad(inputs, output_grads)
 
-    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
+    def R_op(
+        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
+    ) -> list[typing.Any]:
         if eval_points[0] is None:
             return [None]
         return [self(eval_points[0])]
 
 
 __all__ += ["CAReduceDtype", "Composite"]
+
+#: Reductions Theano defined in ``tensor/elemwise.py``; they live in opgraph.tensor.reduction.
+_MOVED = dict.fromkeys(("Prod", "ProdWithoutZeros", "All", "Any"), "reduction")
+
+
+def __getattr__(name: str) -> typing.Any:
+    """``from opgraph.tensor.elemwise import Prod`` keeps working (Theano's module path)."""
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(f"opgraph.tensor.{_MOVED[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,14 +15,14 @@ import numpy as np
 
 import opgraph.scalar.basic as ps
 import opgraph.scalar.extra as px
-from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.op import Op
 from opgraph.scalar.type import ScalarType, discrete_dtypes, get_scalar_type
 from opgraph.tensor.basic import as_tensor_variable, constant
 from opgraph.tensor.elemwise import CAReduce, CAReduceDtype, DimShuffle, Elemwise, Sum
 from opgraph.tensor.type import TensorType
 
-__all__ = [
+__all__ = [  # noqa: RUF022 (grouped by topic)
     # elementwise arithmetic and comparisons
     "add",
     "sub",
@@ -102,6 +102,7 @@ __all__ = [
     "gamma",
     "gammaln",
     "psi",
+    "tri_gamma",
     "sigmoid",
     "softplus",
     # complex numbers
@@ -231,6 +232,7 @@ erfinv, erfinv_inplace = _scal_elemwise(ps.erfinv, "erfinv", "Elementwise invers
 gamma, gamma_inplace = _scal_elemwise(ps.gamma, "gamma", "Elementwise gamma function.")
 gammaln, gammaln_inplace = _scal_elemwise(ps.gammaln, "gammaln", "Elementwise log-gamma.")
 psi, psi_inplace = _scal_elemwise(ps.psi, "psi", "Elementwise digamma.")
+tri_gamma, tri_gamma_inplace = _scal_elemwise(ps.tri_gamma, "tri_gamma", "Elementwise trigamma (derivative of digamma).")
 sigmoid, sigmoid_inplace = _scal_elemwise(
     ps.sigmoid, "sigmoid", "Elementwise ``1 / (1 + exp(-x))``."
 )
@@ -279,9 +281,7 @@ def round(a: Any, mode: str | None = None) -> Variable:
         return round_half_to_even(a)
     if mode == "half_away_from_zero":
         return round_half_away_from_zero(a)
-    raise ValueError(
-        f"round: mode must be 'half_to_even' or 'half_away_from_zero', got {mode!r}"
-    )
+    raise ValueError(f"round: mode must be 'half_to_even' or 'half_away_from_zero', got {mode!r}")
 
 
 def iround(a: Any, mode: str | None = None) -> Variable:
@@ -383,13 +383,23 @@ def ones_like(x: Any, dtype: str | None = None) -> Variable:
 
 
 def _normalize_axis(axis: Any, ndim: int) -> tuple[int, ...] | None:
+    """``axis`` (None, an int, a sequence or a constant) as sorted non-negative ints."""
     if axis is None:
         return None
+    if isinstance(axis, Constant):
+        axis = axis.data
     if isinstance(axis, Variable):
-        raise TypeError("axis must be a Python int or a list of ints, not a symbolic variable")
+        raise TypeError(
+            f"axis must be known when the graph is built (an int, a list of ints or a constant), "
+            f"got the symbolic variable {axis}"
+        )
+    if isinstance(axis, np.ndarray) and axis.ndim == 0:
+        axis = int(axis)
     axes = (axis,) if isinstance(axis, int) or hasattr(axis, "__index__") else tuple(axis)
     out = []
     for a in axes:
+        if isinstance(a, bool) or not (isinstance(a, int) or hasattr(a, "__index__")):
+            raise TypeError(f"axis entries must be ints, got {a!r} in {axis!r}")
         a = int(a)
         if not -ndim <= a < ndim:
             raise ValueError(f"axis {a} is out of range for a tensor with {ndim} dimension(s)")
@@ -551,14 +561,14 @@ def _register_printers() -> None:
 # The rest of the math namespace lives in modules of its own (they import from this one,
 # so they come last): reductions, statistics, cumulative ops and products.
 
-from opgraph.tensor.reduction import *  # noqa: E402, F403
-from opgraph.tensor.statistics import *  # noqa: E402, F403
-from opgraph.tensor.cumulative import *  # noqa: E402, F403
-from opgraph.tensor.dot import *  # noqa: E402, F403
 from opgraph.tensor import cumulative as _cumulative  # noqa: E402
 from opgraph.tensor import dot as _dot_module  # noqa: E402
 from opgraph.tensor import reduction as _reduction  # noqa: E402
 from opgraph.tensor import statistics as _statistics  # noqa: E402
+from opgraph.tensor.cumulative import *  # noqa: E402, F403
+from opgraph.tensor.dot import *  # noqa: E402, F403
+from opgraph.tensor.reduction import *  # noqa: E402, F403
+from opgraph.tensor.statistics import *  # noqa: E402, F403
 
 __all__ += [
     *_reduction.__all__,

@@ -59,7 +59,7 @@ class _RandomType(Type):
         if isinstance(data, self.value_class):
             return data
         raise TypeError(
-            f"{self} expects a {self.value_class.__module__}.{self.value_class.__name__}, got "
+            f"{self} expects a numpy.random.{self.value_class.__name__}, got "
             f"{describe_value(data)}.\nHINT: {self.hint}"
         )
 

@@ -11,8 +11,8 @@ of integers is int64, ``all``/``any`` are bool.
 from __future__ import annotations
 
 import builtins
+import typing
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -135,7 +135,9 @@ class Prod(CAReduceDtype):
         single = mul(switch(where_single_zero, others, 0.0), gz)
         return [switch(no_zero_group, without_zeros, single)]
 
-    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
+    def R_op(
+        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
+    ) -> list[typing.Any]:
         if eval_points[0] is None:
             return [None]
         (x,) = inputs
@@ -160,7 +162,9 @@ class ProdWithoutZeros(CAReduceDtype):
     ) -> None:
         super().__init__(mul_without_zeros, axis, dtype, acc_dtype)
 
-    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+    def perform(
+        self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
+    ) -> None:
         (x,) = inputs
         axes = self._axes(x.ndim)
         nonzero = x != 0
@@ -168,7 +172,9 @@ class ProdWithoutZeros(CAReduceDtype):
         res = np.where(np.logical_or.reduce(nonzero, axis=axes), p, 0)
         output_storage[0][0] = np.asarray(res, dtype=node.outputs[0].type.numpy_dtype)
 
-    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
+    def grad(
+        self, inputs: Sequence[Variable], output_grads: Sequence[Variable]
+    ) -> list[typing.Any]:
         from opgraph.gradient import grad_not_implemented
 
         return [
@@ -183,8 +189,8 @@ class ProdWithoutZeros(CAReduceDtype):
 
 
 def prod(
-    input: Any,
-    axis: Any = None,
+    input: typing.Any,
+    axis: typing.Any = None,
     dtype: str | None = None,
     keepdims: bool = False,
     acc_dtype: str | None = None,
@@ -219,8 +225,8 @@ class _BoolReduce(CAReduce):
     """Base of All and Any: non-bool inputs are compared with 0 first; output is bool."""
 
     __props__ = ("axis",)
-    _np: Any = None
-    _scalar: Any = None
+    _np: typing.Any = None
+    _scalar: typing.Any = None
 
     def __init__(self, axis: Sequence[int] | int | None = None) -> None:
         super().__init__(self._scalar, axis)
@@ -228,13 +234,15 @@ class _BoolReduce(CAReduce):
     def _output_dtype(self, idtype: str) -> str:
         return "bool"
 
-    def make_node(self, x: Any) -> Apply:
+    def make_node(self, x: typing.Any) -> Apply:
         x = as_tensor_variable(x)
         if x.type.dtype != "bool":
             x = neq(x, 0)
         return super().make_node(x)
 
-    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+    def perform(
+        self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
+    ) -> None:
         (x,) = inputs
         output_storage[0][0] = np.asarray(type(self)._np(x, axis=self._axes(x.ndim)))
 
@@ -249,7 +257,9 @@ class _BoolReduce(CAReduce):
     ) -> list[Variable]:
         return self.grad(inputs, output_grads)
 
-    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
+    def R_op(
+        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
+    ) -> list[typing.Any]:
         return [None]
 
     def __str__(self) -> str:
@@ -271,7 +281,7 @@ class Any(_BoolReduce):
     _scalar = scalar_or
 
 
-def all(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+def all(x: typing.Any, axis: typing.Any = None, keepdims: bool = False) -> Variable:
     """True where every element of ``x`` along ``axis`` is non-zero (bool output)."""
     x = as_tensor_variable(x)
     axes = _normalize_axis(axis, x.type.ndim)
@@ -279,7 +289,7 @@ def all(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     return _keepdims(x, out, axes) if keepdims else out
 
 
-def any(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+def any(x: typing.Any, axis: typing.Any = None, keepdims: bool = False) -> Variable:
     """True where some element of ``x`` along ``axis`` is non-zero (bool output)."""
     x = as_tensor_variable(x)
     axes = _normalize_axis(axis, x.type.ndim)
@@ -303,8 +313,9 @@ def _argmax_over(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 def _check_not_empty(op: Op, x: np.ndarray, axes: tuple[int, ...], what: str) -> None:
     if builtins.any(x.shape[a] == 0 for a in axes):
         raise ValueError(
-            f"{op}: the {what} of an empty array is undefined (input shape {x.shape}, reduced "
-            f"axes {list(axes)}). HINT: check the input is not empty before reducing it."
+            f"{op}: cannot reduce an empty array: the {what} of no values is undefined (input "
+            f"shape {x.shape}, reduced axes {list(axes)}). HINT: check the input is not empty "
+            "before reducing it."
         )
 
 
@@ -332,13 +343,15 @@ class MaxAndArgmax(Op):
     def __init__(self, axis: Sequence[int]) -> None:
         self.axis = tuple(sorted({int(a) for a in axis}))
 
-    def make_node(self, x: Any) -> Apply:
+    def make_node(self, x: typing.Any) -> Apply:
         x = as_tensor_variable(x)
         _check_axes(self, x, self.axis)
         bcast = _out_bcast(x, self.axis)
         return Apply(self, [x], [TensorType(x.type.dtype, bcast)(), TensorType("int64", bcast)()])
 
-    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+    def perform(
+        self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
+    ) -> None:
         (x,) = inputs
         _check_not_empty(self, x, self.axis, "maximum")
         output_storage[0][0] = np.asarray(
@@ -346,7 +359,7 @@ class MaxAndArgmax(Op):
         )
         output_storage[1][0] = _argmax_over(x, self.axis)
 
-    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+    def infer_shape(self, node: Apply, input_shapes: Sequence[typing.Any]) -> list[typing.Any]:
         (shp,) = input_shapes
         out = tuple(s for i, s in enumerate(shp) if i not in self.axis)
         return [out, out]
@@ -356,7 +369,7 @@ class MaxAndArgmax(Op):
         inputs: Sequence[Variable],
         outputs: Sequence[Variable],
         output_grads: Sequence[Variable],
-    ) -> list[Any]:
+    ) -> list[typing.Any]:
         from opgraph.gradient import DisconnectedType
 
         (x,) = inputs
@@ -370,7 +383,9 @@ class MaxAndArgmax(Op):
         nd = x.type.ndim
         return [mul(eq(_expand(outputs[0], nd, self.axis), x), _expand(g_max, nd, self.axis))]
 
-    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
+    def R_op(
+        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
+    ) -> list[typing.Any]:
         if eval_points[0] is None:
             return [None, None]
         (x,) = inputs
@@ -391,19 +406,21 @@ class Argmax(Op):
     def __init__(self, axis: Sequence[int] | None) -> None:
         self.axis = None if axis is None else tuple(sorted({int(a) for a in axis}))
 
-    def make_node(self, x: Any) -> Apply:
+    def make_node(self, x: typing.Any) -> Apply:
         x = as_tensor_variable(x)
         axes = tuple(range(x.type.ndim)) if self.axis is None else self.axis
         _check_axes(self, x, axes)
         return Apply(self, [x], [TensorType("int64", _out_bcast(x, axes))()])
 
-    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+    def perform(
+        self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
+    ) -> None:
         (x,) = inputs
         axes = tuple(range(x.ndim)) if self.axis is None else self.axis
         _check_not_empty(self, x, axes, "argmax")
         output_storage[0][0] = _argmax_over(x, axes)
 
-    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+    def infer_shape(self, node: Apply, input_shapes: Sequence[typing.Any]) -> list[typing.Any]:
         (shp,) = input_shapes
         axes = tuple(range(len(shp))) if self.axis is None else self.axis
         return [tuple(s for i, s in enumerate(shp) if i not in axes)]
@@ -411,16 +428,20 @@ class Argmax(Op):
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
         return [_float_zeros(inputs[0])]
 
-    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
+    def R_op(
+        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
+    ) -> list[typing.Any]:
         return [None]
 
 
-def _all_axes(x: Variable, axis: Any) -> tuple[int, ...]:
+def _all_axes(x: Variable, axis: typing.Any) -> tuple[int, ...]:
     axes = _normalize_axis(axis, x.type.ndim)
     return tuple(range(x.type.ndim)) if axes is None else axes
 
 
-def max_and_argmax(a: Any, axis: Any = None, keepdims: bool = False) -> list[Variable]:
+def max_and_argmax(
+    a: typing.Any, axis: typing.Any = None, keepdims: bool = False
+) -> list[Variable]:
     """``[max, argmax]`` of ``a`` over ``axis`` (all axes, flattened, when None)."""
     a = as_tensor_variable(a)
     axes = _all_axes(a, axis)
@@ -430,7 +451,7 @@ def max_and_argmax(a: Any, axis: Any = None, keepdims: bool = False) -> list[Var
     return [out, argout]
 
 
-def max(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+def max(x: typing.Any, axis: typing.Any = None, keepdims: bool = False) -> Variable:
     """Maximum of ``x`` over ``axis`` (Theano 1.0: output 0 of ``MaxAndArgmax``).
 
     Reducing an empty axis raises ValueError when the function runs, as NumPy does.
@@ -438,7 +459,7 @@ def max(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     return max_and_argmax(x, axis, keepdims)[0]
 
 
-def argmax(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+def argmax(x: typing.Any, axis: typing.Any = None, keepdims: bool = False) -> Variable:
     """Index (int64) of the maximum of ``x`` along ``axis`` (of the flattened array if None)."""
     return max_and_argmax(x, axis, keepdims)[1]
 
@@ -450,15 +471,14 @@ def _reversed_order(x: Variable) -> Variable:
     return neg(x)
 
 
-def min(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+def min(x: typing.Any, axis: typing.Any = None, keepdims: bool = False) -> Variable:
     """Minimum of ``x`` over ``axis``: ``-max(-x)`` (``~max(~x)`` for integers and bools)."""
     x = as_tensor_variable(x)
     m = max(_reversed_order(x), axis=axis, keepdims=keepdims)
     return invert(m) if x.type.dtype in discrete_dtypes else neg(m)
 
 
-def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
+def argmin(x: typing.Any, axis: typing.Any = None, keepdims: bool = False) -> Variable:
     """Index (int64) of the minimum of ``x`` along ``axis``."""
     x = as_tensor_variable(x)
     return argmax(_reversed_order(x), axis=axis, keepdims=keepdims)
-

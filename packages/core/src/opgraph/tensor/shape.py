@@ -1,10 +1,11 @@
 """Shapes as symbolic values, and ops that change a tensor's shape without changing its data.
 
-``Shape`` (``x.shape``), ``Shape_i`` (one dimension), ``SpecifyShape`` (assert a shape) and
-``Reshape`` (``x.reshape``), with the functions built on them and on ``DimShuffle``:
-``flatten``, ``squeeze``, ``expand_dims``, ``shape_padleft``/``right``/``axis``,
-``transpose``. Helpers ``get_vector_length`` and ``vector_elements`` read a symbolic shape
-vector element by element without evaluating it.
+``Shape`` (``x.shape``), ``Shape_i`` (one dimension), ``SpecifyShape`` (assert a shape),
+``Reshape`` (``x.reshape``, ``flatten``) and ``MakeVector`` (a vector of scalars, used for
+symbolic shapes). The axis helpers (``squeeze``, ``expand_dims``, ``shape_pad*``,
+``transpose``) live in :mod:`opgraph.tensor.axes` and are importable from here too.
+``get_vector_length`` and ``vector_elements`` read a symbolic shape vector element by element
+without evaluating it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,13 @@ from opgraph.gradient import DisconnectedType
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.op import Op
 from opgraph.scalar.type import discrete_dtypes, int_dtypes, uint_dtypes, upcast
-from opgraph.tensor.basic import Rebroadcast, addbroadcast, as_tensor_variable, constant
+from opgraph.tensor.axes import expand_dims as expand_dims
+from opgraph.tensor.axes import shape_padaxis as shape_padaxis
+from opgraph.tensor.axes import shape_padleft as shape_padleft
+from opgraph.tensor.axes import shape_padright as shape_padright
+from opgraph.tensor.axes import squeeze as squeeze
+from opgraph.tensor.axes import transpose as transpose
+from opgraph.tensor.basic import Rebroadcast, as_tensor_variable, constant
 from opgraph.tensor.elemwise import DimShuffle
 from opgraph.tensor.type import TensorType
 from opgraph.tensor.variable import TensorVariable
@@ -32,19 +39,13 @@ __all__ = [
     "Shape",
     "Shape_i",
     "SpecifyShape",
-    "expand_dims",
     "flatten",
     "get_vector_length",
     "make_vector",
     "reshape",
     "shape",
     "shape_i",
-    "shape_padaxis",
-    "shape_padleft",
-    "shape_padright",
     "specify_shape",
-    "squeeze",
-    "transpose",
     "vector_elements",
 ]
 
@@ -67,7 +68,7 @@ def scalar_constant(v: Any) -> Any:
             return v
         if isinstance(v, Constant):
             data = np.asarray(v.data)
-            return data[()] if data.ndim == 0 or data.size == 1 else None
+            return data.reshape(-1)[0] if data.size == 1 else None
         owner = getattr(v, "owner", None)
         if owner is None:
             return None
@@ -75,8 +76,10 @@ def scalar_constant(v: Any) -> Any:
         if isinstance(op, DimShuffle | Rebroadcast | tm.TensorFromScalar):
             v = owner.inputs[0]
         elif isinstance(op, Shape_i):
-            bcast = getattr(owner.inputs[0].type, "broadcastable", ())
-            return 1 if bcast[op.i] else None
+            inner = owner.inputs[0]
+            if isinstance(inner, Constant):
+                return np.shape(inner.data)[op.i]
+            return 1 if getattr(inner.type, "broadcastable", ())[op.i] else None
         elif isinstance(getattr(op, "scalar_op", None), ps.Cast):
             inner = scalar_constant(owner.inputs[0])
             if inner is None:
@@ -144,6 +147,10 @@ def get_vector_length(v: Any) -> int:
             return len(owner.inputs)
         if type(op).__name__ == "Join" and scalar_constant(owner.inputs[0]) is not None:
             return sum(get_vector_length(t) for t in owner.inputs[1:])
+        if type(op).__name__ == "Subtensor":
+            length = _subtensor_length(owner)
+            if length is not None:
+                return length
         if isinstance(op, DimShuffle | Rebroadcast | SpecifyShape) or (
             type(op).__name__ == "Elemwise" and len(owner.inputs) == 1
         ):
@@ -152,6 +159,25 @@ def get_vector_length(v: Any) -> int:
         f"the length of the symbolic vector {v} cannot be known before the function runs. "
         "HINT: pass the shape as a tuple of scalars, or give ndim explicitly."
     )
+
+
+def _subtensor_length(node: Apply) -> int | None:
+    """The length of ``v[a:b:c]`` with constant bounds, for ``v`` of known length."""
+    from opgraph.tensor.subtensor import get_idx_list
+
+    entries = get_idx_list(node.inputs, node.op.idx_list)
+    if len(entries) != 1 or not isinstance(entries[0], slice):
+        return None
+    parts = [entries[0].start, entries[0].stop, entries[0].step]
+    values = [None if p is None else scalar_constant(p) for p in parts]
+    if any(v is None and p is not None for v, p in zip(values, parts, strict=True)):
+        return None
+    try:
+        n = get_vector_length(node.inputs[0])
+    except ValueError:
+        return None
+    bounds = [None if v is None else int(v) for v in values]
+    return len(range(*slice(*bounds).indices(n)))
 
 
 def vector_elements(v: Any, n: int | None = None) -> list[Dim]:
@@ -550,99 +576,8 @@ def flatten(x: Any, ndim: int = 1, outdim: int | None = None) -> TensorVariable:
         )
     bcast = x.type.broadcastable
     dims: list[Any] = [1 if bcast[i] else shape_i(x, i) for i in range(ndim - 1)]
-    dims.append(1 if all(bcast[ndim - 1 :]) and x.type.ndim else -1)
+    dims.append(1 if all(bcast[ndim - 1 :]) else -1)
     return reshape(x, dims, ndim=ndim)
-
-
-def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> TensorVariable:
-    """``x`` without its broadcastable dimensions (or only those in ``axis``).
-
-    A dimension named in ``axis`` that is not broadcastable is checked to have length 1 at
-    run time (NumPy's rule; Theano 1.0 silently kept it).
-    """
-    x = as_tensor_variable(x)
-    ndim = x.type.ndim
-    if axis is None:
-        axes = [i for i, b in enumerate(x.type.broadcastable) if b]
-    else:
-        axes = _normalize_axes(axis, ndim, "squeeze")
-        missing = [a for a in axes if not x.type.broadcastable[a]]
-        if missing:
-            x = addbroadcast(x, *missing)
-    return x.dimshuffle([i for i in range(ndim) if i not in axes])  # type: ignore[attr-defined]
-
-
-def _normalize_axes(axis: Any, ndim: int, what: str) -> list[int]:
-    axes = [axis] if isinstance(axis, int | np.integer) else list(axis)
-    out = []
-    for a in axes:
-        if not isinstance(a, int | np.integer):
-            raise TypeError(f"{what}: axis must be an int or a sequence of ints, got {axis!r}")
-        if not -ndim <= a < ndim:
-            raise ValueError(f"{what}: axis {a} is out of range for {ndim} dimension(s)")
-        out.append(int(a) % ndim)
-    if len(set(out)) != len(out):
-        raise ValueError(f"{what}: repeated axis in {axis!r}")
-    return out
-
-
-def expand_dims(x: Any, axis: int | Sequence[int]) -> TensorVariable:
-    """``x`` with new broadcastable length-1 dimensions at positions ``axis`` (NumPy's rule)."""
-    x = as_tensor_variable(x)
-    n_new = 1 if isinstance(axis, int | np.integer) else len(axis)
-    axes = _normalize_axes(axis, x.type.ndim + n_new, "expand_dims")
-    pattern: list[Any] = []
-    k = 0
-    for i in range(x.type.ndim + n_new):
-        if i in axes:
-            pattern.append("x")
-        else:
-            pattern.append(k)
-            k += 1
-    return DimShuffle(x.type.broadcastable, pattern)(x)
-
-
-def shape_padleft(t: Any, n_ones: int = 1) -> TensorVariable:
-    """``t`` with ``n_ones`` broadcastable dimensions added on the left."""
-    t = as_tensor_variable(t)
-    return DimShuffle(t.type.broadcastable, ["x"] * n_ones + list(range(t.type.ndim)))(t)
-
-
-def shape_padright(t: Any, n_ones: int = 1) -> TensorVariable:
-    """``t`` with ``n_ones`` broadcastable dimensions added on the right."""
-    t = as_tensor_variable(t)
-    return DimShuffle(t.type.broadcastable, list(range(t.type.ndim)) + ["x"] * n_ones)(t)
-
-
-def shape_padaxis(t: Any, axis: int) -> TensorVariable:
-    """``t`` with a broadcastable dimension inserted at ``axis`` (negative counts from the end)."""
-    t = as_tensor_variable(t)
-    ndim = t.type.ndim + 1
-    if not -ndim <= axis < ndim:
-        raise IndexError(f"shape_padaxis: axis {axis} is out of bounds [-{ndim}, {ndim})")
-    axis %= ndim
-    pattern: list[Any] = list(range(t.type.ndim))
-    pattern.insert(axis, "x")
-    return DimShuffle(t.type.broadcastable, pattern)(t)
-
-
-def transpose(x: Any, axes: Sequence[int] | None = None) -> TensorVariable:
-    """``x`` with its dimensions permuted by ``axes`` (reversed by default; named ``x.T``)."""
-    x = as_tensor_variable(x)
-    ndim = x.type.ndim
-    default = list(range(ndim - 1, -1, -1))
-    if axes is None:
-        order = default
-    else:
-        order = _normalize_axes(list(axes), ndim, "transpose")
-        if len(order) != ndim:
-            raise ValueError(
-                f"transpose: axes {list(axes)} must name each of the {ndim} dimension(s) once"
-            )
-    out = DimShuffle(x.type.broadcastable, order)(x)
-    if x.name and order == default:
-        out.name = f"{x.name}.T"
-    return out
 
 
 class _MakeVectorPrinter:

@@ -52,6 +52,22 @@ def _shape(x: Variable) -> Variable:
     return shape(x)
 
 
+def _count(x: Variable, axes: list[int]) -> Variable:
+    """The number of elements of ``x`` along ``axes`` (an int64 scalar)."""
+    shp = _shape(x)
+    if not axes:
+        return constant(1, dtype="int64")
+    n = shp[axes[0]]
+    for i in axes[1:]:
+        n = mul(n, shp[i])
+    return n
+
+
+def _float_count(n: Variable, like: Variable) -> Variable:
+    """The count ``n`` as a float of ``like``'s precision (float32 data stays float32)."""
+    return cast(n, "float32" if like.type.dtype in ("float16", "float32") else "float64")
+
+
 def mean(
     input: Any,
     axis: Any = None,
@@ -79,7 +95,9 @@ def mean(
     axes = _axes_list(x, axis)
     sum_dtype = dtype if dtype is not None else ("float32" if x.type.dtype == "float16" else None)
     s = tsum(x, axis=axis, dtype=sum_dtype, keepdims=keepdims, acc_dtype=acc_dtype)
-    shp = cast(_shape(x), "float32" if s.type.dtype in ("float16", "float32", "complex64") else "float64")
+    shp = cast(
+        _shape(x), "float32" if s.type.dtype in ("float16", "float32", "complex64") else "float64"
+    )
     for i in axes:
         s = true_div(s, shp[i])
     if s.type.dtype != shp.type.dtype and s.type.dtype in discrete_dtypes:
@@ -105,8 +123,10 @@ def var(
 ) -> Variable:
     """Variance of ``input`` over ``axis``: ``mean(|x - mean(x)|**2)``, divided by ``N - ddof``.
 
-    ``corrected=True`` subtracts the rounding error of the two-pass algorithm (Theano's
-    ``corrected_two_pass``). Complex inputs give the (real) variance of the modulus.
+    With several axes, ``N`` is the number of elements reduced (NumPy's rule; Theano divided
+    by the product of the ``n_i - ddof``). ``corrected=True`` subtracts the rounding error of
+    the two-pass algorithm (Theano's ``corrected_two_pass``). Complex inputs give the (real)
+    variance of the modulus.
     """
     if isinstance(ddof, bool):
         raise TypeError(
@@ -120,19 +140,15 @@ def var(
     if ddof == 0:
         v = mean(sq, axes, keepdims=keepdims)
     else:
-        shp = sub(_shape(x), ddof)
-        v = tsum(sq, axis=axes, keepdims=keepdims)
-        for i in axes:
-            v = true_div(v, shp[i])
+        s = tsum(sq, axis=axes, keepdims=keepdims)
+        v = true_div(s, _float_count(sub(_count(x, axes), ddof), s))
     if corrected:
         if ddof == 0:
             error = _sqr_modulus(mean(centered, axes, keepdims=keepdims))
         else:
-            shp_ddof = sub(_shape(x), ddof)
-            shp_x = _shape(x)
+            n = _count(x, axes)
             error = _sqr_modulus(tsum(centered, axis=axes, keepdims=keepdims))
-            for i in axes:
-                error = true_div(error, mul(shp_ddof[i], shp_x[i]))
+            error = true_div(error, _float_count(mul(sub(n, ddof), n), error))
         v = sub(v, error)
     v.name = "var"
     return v
@@ -188,6 +204,8 @@ def norm(x: Any, L: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     if isinstance(L, Variable) or not np.isscalar(L) or isinstance(L, bool | str):
         raise TypeError(f"norm: L must be a Python number, got {L!r}")
     axes = _normalize_axis(axis, x.type.ndim)
+    if x.type.dtype in discrete_dtypes and L != 0:
+        x = cast(x, "float64")  # |x| ** L of int8 data would overflow
     if L == 0:
         y = tsum(neq(x, 0), axis=axes)
     elif np.isinf(L):

@@ -287,7 +287,13 @@ class ARange(Op):
         start, stop, step = (np.asarray(v).item() for v in inputs)
         if step == 0:
             raise ValueError(f"{self}: step is 0 (start={start}, stop={stop})")
-        output_storage[0][0] = np.arange(start, stop, step, dtype=self.dtype)
+        try:
+            out = np.arange(start, stop, step, dtype=self.dtype)
+        except (ValueError, OverflowError) as exc:
+            raise ValueError(
+                f"{self}: cannot build the range start={start}, stop={stop}, step={step}: {exc}"
+            ) from None
+        output_storage[0][0] = out
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
         start, stop, step = node.inputs
@@ -406,3 +412,12 @@ def identity_like(x: Any) -> TensorVariable:
     if x.type.ndim != 2:
         raise TypeError(f"identity_like needs a matrix, got {x} of type {x.type}")
     return eye(shape_i(x, 0), shape_i(x, 1), 0, dtype=x.type.dtype)
+
+
+def _register_printers() -> None:
+    from opgraph.printing.pprint import FunctionPrinter, pprint
+
+    pprint.assign(Alloc, FunctionPrinter("alloc"))
+
+
+_register_printers()

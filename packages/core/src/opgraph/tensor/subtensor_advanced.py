@@ -32,13 +32,10 @@ from opgraph.tensor.subtensor import (
     _constant_int,
     _floatx,
     _m,
-    check_inc_shape,
-    check_inc_value,
-    inc_grads,
-    inc_R_op,
     index_dtypes,
     slice_length,
 )
+from opgraph.tensor.subtensor_inc import check_inc_shape, check_inc_value, inc_grads, inc_R_op
 from opgraph.tensor.type import TensorType
 
 __all__ = [
@@ -163,6 +160,8 @@ def as_index_variable(idx: Any) -> Variable:
         return make_slice(idx)
     if isinstance(idx, Variable) and isinstance(idx.type, SliceType | NoneTypeT):
         return idx
+    if idx is Ellipsis:
+        raise IndexError("an advanced-indexing op takes no Ellipsis: index with x[...] instead")
     if isinstance(idx, int | np.integer) and not isinstance(idx, bool | np.bool_):
         idx = np.int64(idx)
     t = as_tensor_variable(idx)

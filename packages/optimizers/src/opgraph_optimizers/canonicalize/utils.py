@@ -67,16 +67,20 @@ def scalar_constant(var: Variable, broadcastable_only: bool = True) -> np.generi
     variable must also have only broadcastable dimensions (length 1), so replacing it by a
     scalar cannot change the shape of an expression.
     """
-    if broadcastable_only and not all(var.type.broadcastable):
+    if broadcastable_only and not all(getattr(var.type, "broadcastable", (False,))):
         return None
-    while var.owner is not None and isinstance(var.owner.op, DimShuffle | Rebroadcast):
-        var = var.owner.inputs[0]
-    if not isinstance(var, Constant):
+    owner = var.owner
+    while owner is not None and isinstance(owner.op, DimShuffle | Rebroadcast):
+        var = owner.inputs[0]
+        owner = var.owner
+    if owner is not None or not isinstance(var, Constant):
         return None
-    data = np.asarray(var.data)
-    if data.dtype.kind not in "biufc" or not _all_equal(data):
+    data = var.data
+    if not isinstance(data, np.ndarray | np.generic) or data.dtype.kind not in "biufc":
         return None
-    return data.flat[0]
+    if data.size != 1 and not _all_equal(np.asarray(data)):
+        return None
+    return data.flat[0] if isinstance(data, np.ndarray) else data
 
 
 def broadcast_constant(value: Any, dtype: str, ndim: int) -> Constant:
@@ -117,9 +121,7 @@ def _pad(var: Variable, ndim: int) -> Variable:
     return DimShuffle(var.type.broadcastable, order)(var)
 
 
-def as_type_of(
-    new: Variable, out: Variable, models: Iterable[Variable] = ()
-) -> Variable | None:
+def as_type_of(new: Variable, out: Variable, models: Iterable[Variable] = ()) -> Variable | None:
     """``new`` given exactly ``out``'s type, or None if that is not possible.
 
     The dtype is cast, missing leading dimensions are added, and each dimension that is

@@ -53,7 +53,7 @@ def float_input(op: Any, x: Any, pos: int, name: str, ndims: Sequence[int] = (2,
     if x.type.dtype not in float_dtypes:
         raise TypeError(
             f"{op}: input {pos} ({name}) must have a float dtype, got {x} of type {x.type}.\n"
-            f"HINT: cast it first, e.g. opgraph.tensor.cast({name}, 'float64')."
+            f"HINT: cast it first, e.g. opgraph.tensor.cast({x.name or name}, 'float64')."
         )
     return x
 

@@ -17,7 +17,7 @@ from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Op
 from opgraph.scalar.type import float_dtypes, upcast
 from opgraph.tensor import math as tm
-from opgraph.tensor.basic import as_tensor_variable
+from opgraph.tensor.basic import as_tensor_variable, constant
 from opgraph.tensor.type import TensorType
 
 __all__ = [
@@ -40,7 +40,9 @@ __all__ = [
 ]
 
 
-def float_tensor(op: Any, x: Any, pos: int, name: str, ndims: Sequence[int] | None = None):
+def float_tensor(
+    op: Any, x: Any, pos: int, name: str, ndims: Sequence[int] | None = None
+) -> Variable:
     """``x`` as a float tensor (of one of ``ndims`` dimensions), else TypeError naming it."""
     x = as_tensor_variable(x)
     if ndims is not None and x.type.ndim not in ndims:
@@ -51,7 +53,7 @@ def float_tensor(op: Any, x: Any, pos: int, name: str, ndims: Sequence[int] | No
     if x.type.dtype not in float_dtypes:
         raise TypeError(
             f"{op}: input {pos} ({name}) must have a float dtype, got {x} of type {x.type}.\n"
-            f"HINT: cast it first, e.g. opgraph.tensor.cast({name}, 'float64')."
+            f"HINT: cast it first, e.g. opgraph.tensor.cast({x.name or name}, 'float64')."
         )
     return x
 
@@ -245,32 +247,42 @@ def softmax_graph(c: Any) -> Variable:
     return e / tm.sum(e, axis=-1, keepdims=True)
 
 
+def _coefficient(value: Any, x: Variable) -> Variable:
+    """``value`` as a tensor; a Python number takes the float dtype of ``x`` (no upcast)."""
+    if isinstance(value, Variable):
+        return as_tensor_variable(value)
+    dtype = x.type.dtype if x.type.dtype in float_dtypes else None
+    return constant(value, dtype=dtype)
+
+
 def relu(x: Any, alpha: Any = 0) -> Variable:
     """Rectifier ``max(x, 0)``, or the leaky ``x if x > 0 else alpha * x``.
 
     Written as Theano does, ``0.5 * (x + abs(x))`` (and ``f1 * x + f2 * abs(x)`` with
-    ``f1 = (1 + alpha) / 2``, ``f2 = (1 - alpha) / 2``), which keeps the dtype of ``x``.
+    ``f1 = (1 + alpha) / 2``, ``f2 = (1 - alpha) / 2``). A Python-number ``alpha`` takes the
+    dtype of ``x``, so float32 stays float32 (Theano upcast it to float64).
     """
     x = as_tensor_variable(x)
     if isinstance(alpha, int | float) and alpha == 0:
         return 0.5 * (x + abs(x))
-    alpha = as_tensor_variable(alpha)
+    alpha = _coefficient(alpha, x)
     f1 = 0.5 * (1 + alpha)
     f2 = 0.5 * (1 - alpha)
     return f1 * x + f2 * abs(x)
 
 
-def elu(x: Any, alpha: float = 1) -> Variable:
+def elu(x: Any, alpha: Any = 1) -> Variable:
     """Exponential linear unit: ``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
     x = as_tensor_variable(x)
-    return tm.switch(x > 0, x, alpha * tm.expm1(x))
+    return tm.switch(x > 0, x, _coefficient(alpha, x) * tm.expm1(x))
 
 
 def selu(x: Any) -> Variable:
     """Scaled ELU (Klambauer et al. 2017): ``scale * elu(x, alpha)`` with their constants."""
+    x = as_tensor_variable(x)
     alpha = 1.6732632423543772848170429916717
     scale = 1.0507009873554804934193349852946
-    return scale * elu(x, alpha)
+    return _coefficient(scale, x) * elu(x, alpha)
 
 
 def softsign(x: Any) -> Variable:

@@ -1,0 +1,219 @@
+"""Useless and misplaced structure: DimShuffles, casts, Rebroadcasts, fills, trivial Elemwise.
+
+DimShuffles are lifted through Elemwise towards the graph inputs (where constants under
+them fold), consecutive ones merged and identities removed; casts to the same dtype,
+Rebroadcasts that change nothing, single-input add/mul and the gradient blocks
+(``disconnected_grad``, ``zero_grad``: identities once gradients are built) vanish;
+``fill`` (``second``) nodes sink out of arithmetic so the canonizers see the values they
+carry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import opgraph.scalar.basic as ps
+from opgraph.gradient import _GradBlock
+from opgraph.graph.basic import Apply, Variable
+from opgraph.rewriting import node_rewriter
+from opgraph.tensor.basic import Rebroadcast
+from opgraph.tensor.elemwise import DimShuffle, Elemwise
+from opgraph_optimizers.canonicalize.utils import (
+    as_type_of,
+    broadcast_constant,
+    elemwise_inputs,
+    scalar_op_of,
+)
+from opgraph_optimizers.registry import rewrites
+
+__all__ = [
+    "local_cast_cast",
+    "local_dimshuffle_lift",
+    "local_fill_sink",
+    "local_rebroadcast_rebroadcast",
+    "local_remove_grad_block",
+    "local_useless_cast",
+    "local_useless_dimshuffle",
+    "local_useless_elemwise",
+    "local_useless_fill",
+    "local_useless_rebroadcast",
+]
+
+
+# ------------------------------------------------------------------ DimShuffle
+
+
+@rewrites.canonicalize
+@rewrites.specialize
+@node_rewriter([DimShuffle])
+def local_useless_dimshuffle(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``DimShuffle{0,1,...,n-1}(x) -> x``."""
+    (x,) = node.inputs
+    if list(node.op.new_order) != list(range(x.type.ndim)) or x.type != node.outputs[0].type:
+        return None
+    return [x]
+
+
+@rewrites.canonicalize
+@node_rewriter([DimShuffle])
+def local_dimshuffle_lift(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``DimShuffle(f(x, y)) -> f(DimShuffle(x), DimShuffle(y))``; two DimShuffles -> one."""
+    (inp,) = node.inputs
+    out = node.outputs[0]
+    order = node.op.new_order
+    inode = inp.owner
+    if inode is None:
+        return None
+    if (
+        isinstance(inode.op, Elemwise)
+        and len(inode.outputs) == 1
+        and not inode.op.inplace_pattern
+        and len(getattr(inp, "clients", ())) == 1
+    ):
+        lifted = [DimShuffle(i.type.broadcastable, order)(i) for i in inode.inputs]
+        new = as_type_of(inode.op(*lifted), out)
+        return None if new is None else [new]
+    if isinstance(inode.op, DimShuffle):
+        inner = inode.op.new_order
+        merged = ["x" if o == "x" else inner[o] for o in order]
+        src = inode.inputs[0]
+        if merged == list(range(src.type.ndim)) and src.type == out.type:
+            return [src]
+        new = as_type_of(DimShuffle(src.type.broadcastable, merged)(src), out)
+        return None if new is None else [new]
+    return None
+
+
+# ------------------------------------------------------------------ casts and Rebroadcast
+
+
+@rewrites.canonicalize
+@rewrites.specialize
+@node_rewriter([Elemwise])
+def local_useless_cast(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``cast(x, x.dtype) -> x``."""
+    ins = elemwise_inputs(node, ps.Cast)
+    if ins is None or ins[0].type != node.outputs[0].type:
+        return None
+    return [ins[0]]
+
+
+@rewrites.canonicalize
+@rewrites.specialize
+@node_rewriter([Elemwise])
+def local_cast_cast(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``cast(cast(x, t1), t2) -> cast(x, t2)`` when ``t1`` holds every value of ``x``."""
+    ins = elemwise_inputs(node, ps.Cast)
+    if ins is None:
+        return None
+    inner = elemwise_inputs(ins[0], ps.Cast)
+    if inner is None:
+        return None
+    base = inner[0]
+    if not np.can_cast(base.type.dtype, ins[0].type.dtype, casting="safe"):
+        return None
+    out = node.outputs[0]
+    new = as_type_of(base, out)  # a cast to out's dtype, or base itself
+    return None if new is None else [new]
+
+
+@rewrites.canonicalize
+@rewrites.specialize
+@node_rewriter([Rebroadcast])
+def local_useless_rebroadcast(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``Rebroadcast(x) -> x`` when it changes no broadcastable flag."""
+    (x,) = node.inputs
+    if x.type != node.outputs[0].type:
+        return None
+    return [x]
+
+
+@rewrites.canonicalize
+@node_rewriter([Rebroadcast])
+def local_rebroadcast_rebroadcast(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``Rebroadcast{a}(Rebroadcast{b}(x)) -> Rebroadcast{a, b}(x)``."""
+    (inp,) = node.inputs
+    if inp.owner is None or not isinstance(inp.owner.op, Rebroadcast):
+        return None
+    x = inp.owner.inputs[0]
+    out = node.outputs[0]
+    changes = [
+        (i, b)
+        for i, (b, xb) in enumerate(zip(out.type.broadcastable, x.type.broadcastable, strict=True))
+        if b != xb
+    ]
+    return [Rebroadcast(*changes)(x) if changes else x]
+
+
+# ------------------------------------------------------------------ trivial Elemwise
+
+
+@rewrites.canonicalize
+@rewrites.specialize
+@node_rewriter([Elemwise])
+def local_useless_elemwise(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``add(x)``, ``mul(x)``, ``identity(x)`` -> ``x``; ``eq(x, x) -> 1``; ``neq(x, x) -> 0``."""
+    op = scalar_op_of(node)
+    if op is None:
+        return None
+    out = node.outputs[0]
+    ins = node.inputs
+    if isinstance(op, ps.Add | ps.Mul | ps.Identity) and len(ins) == 1:
+        new = as_type_of(ins[0], out)
+    elif isinstance(op, ps.EQ | ps.NEQ) and ins[0] is ins[1]:
+        value = isinstance(op, ps.EQ)
+        const = broadcast_constant(value, out.type.dtype, out.type.ndim)
+        new = as_type_of(const, out, models=[ins[0]])
+    else:
+        return None
+    return None if new is None else [new]
+
+
+# ------------------------------------------------------------------ fill
+
+
+@rewrites.canonicalize("shape_unsafe")
+@node_rewriter([Elemwise])
+def local_fill_sink(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``f(fill(a, b), c) -> fill(a, f(b, c))``, the fill kept only if ``a`` gives the shape."""
+    op = scalar_op_of(node)
+    if op is None or isinstance(op, ps.Second) or node.op.inplace_pattern:
+        return None
+    models, inputs = [], []
+    for i in node.inputs:
+        ins = elemwise_inputs(i, ps.Second)
+        if ins is None:
+            inputs.append(i)
+        else:
+            models.append(ins[0])
+            inputs.append(ins[1])
+    if not models:
+        return None
+    out = node.outputs[0]
+    new = as_type_of(node.op(*inputs), out, models=models)
+    return None if new is None else [new]
+
+
+@rewrites.canonicalize("shape_unsafe")
+@rewrites.stabilize("shape_unsafe")
+@rewrites.specialize("shape_unsafe")
+@node_rewriter([Elemwise])
+def local_useless_fill(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``fill(x, y) -> y`` when ``y`` already has the result's type (so its shape too)."""
+    ins = elemwise_inputs(node, ps.Second)
+    if ins is None or ins[1].type != node.outputs[0].type:
+        return None
+    return [ins[1]]
+
+
+# ------------------------------------------------------------------ gradient blocks
+
+
+@rewrites.canonicalize
+@node_rewriter([_GradBlock])
+def local_remove_grad_block(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``disconnected_grad(x) -> x``, ``zero_grad(x) -> x``: they only act on gradients."""
+    (x,) = node.inputs
+    return [x] if x.type == node.outputs[0].type else None

@@ -1,0 +1,89 @@
+"""Shape operations: chained Reshapes and Allocs, useless Allocs, ``fill`` -> ``Alloc``.
+
+A Reshape of a Reshape needs only the last one, and so does an Alloc of an Alloc; an Alloc
+of a value that already has the result's type is that value. ``fill(x, v)`` becomes
+``Alloc(v, *x.shape)`` in specialize, so the graph no longer needs ``x``'s values, only its
+shape (which the shape feature often knows without computing ``x``). Reshapes and
+SpecifyShapes to a known shape are removed with the shape feature's knowledge, by
+``local_remove_known_reshape`` and ``local_remove_known_specify_shape``
+(``opgraph_optimizers.shape_feature``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import opgraph.scalar.basic as ps
+from opgraph.graph.basic import Apply, Variable
+from opgraph.rewriting import node_rewriter
+from opgraph.tensor.elemwise import Elemwise
+from opgraph.tensor.shape import Reshape, shape_i
+from opgraph.tensor.structure import Alloc, alloc
+from opgraph_optimizers.canonicalize.utils import elemwise_inputs
+from opgraph_optimizers.registry import rewrites
+
+__all__ = [
+    "local_alloc_alloc",
+    "local_fill_to_alloc",
+    "local_reshape_reshape",
+    "local_useless_alloc",
+]
+
+
+@rewrites.canonicalize
+@node_rewriter([Reshape])
+def local_reshape_reshape(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``reshape(reshape(x, s1), s2) -> reshape(x, s2)``."""
+    inner, shp = node.inputs
+    if inner.owner is None or not isinstance(inner.owner.op, Reshape):
+        return None
+    if len(getattr(inner, "clients", ())) != 1:
+        return None
+    new = node.op(inner.owner.inputs[0], shp)
+    return [new] if new.type == node.outputs[0].type else None
+
+
+@rewrites.specialize
+@node_rewriter([Elemwise])
+def local_fill_to_alloc(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``fill(x, v) -> alloc(v, *x.shape)`` (where ``v`` is broadcast, its own lengths)."""
+    ins = elemwise_inputs(node, ps.Second)
+    if ins is None:
+        return None
+    x, v = ins
+    out = node.outputs[0]
+    if v.type == out.type or v.type.ndim != out.type.ndim:
+        return None
+    dims: list[Any] = []
+    for i, b in enumerate(out.type.broadcastable):
+        if b:
+            dims.append(1)
+        elif not x.type.broadcastable[i]:
+            dims.append(shape_i(x, i, fgraph))
+        else:
+            dims.append(shape_i(v, i, fgraph))
+    new = alloc(v, *dims)
+    return [new] if new.type == out.type else None
+
+
+@rewrites.canonicalize("shape_unsafe")
+@rewrites.specialize("shape_unsafe")
+@node_rewriter([Alloc])
+def local_useless_alloc(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``alloc(v, *shape) -> v`` when ``v`` already has the result's type (and so its shape)."""
+    v = node.inputs[0]
+    return [v] if v.type == node.outputs[0].type else None
+
+
+@rewrites.canonicalize("shape_unsafe")
+@rewrites.specialize("shape_unsafe")
+@node_rewriter([Alloc])
+def local_alloc_alloc(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``alloc(alloc(v, *s1), *s2) -> alloc(v, *s2)``."""
+    inner = node.inputs[0]
+    if inner.owner is None or not isinstance(inner.owner.op, Alloc):
+        return None
+    if len(getattr(inner, "clients", ())) != 1:
+        return None
+    new = alloc(inner.owner.inputs[0], *node.inputs[1:])
+    return [new] if new.type == node.outputs[0].type else None

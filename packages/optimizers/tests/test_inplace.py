@@ -1,0 +1,312 @@
+"""In-place rewrites: where they apply, what they must never overwrite, and the values."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import opgraph as theano
+import opgraph.tensor as T
+from opgraph.compile.mode import Mode
+from opgraph.graph.basic import Apply
+from opgraph.graph.destroyhandler import DestroyHandler, Supervisor
+from opgraph.graph.fg import FunctionGraph
+from opgraph.graph.op import Op
+from opgraph.ifelse import ifelse
+from opgraph.rewriting import RewriteSet, in2out, make_optdb
+from opgraph.tensor.subtensor import inc_subtensor, set_subtensor
+from opgraph.testing import assert_allclose
+from opgraph_optimizers.inplace import (
+    inplace_elemwise_optimizer,
+    inplace_rewriter,
+    local_inplace_setsubtensor,
+    register_inplace,
+)
+
+FAST_RUN = Mode("vm", "fast_run")
+NO_FUSION = FAST_RUN.excluding("fusion")
+NO_INPLACE = FAST_RUN.excluding("inplace")
+REFERENCE = Mode("vm", None)
+
+
+def _topo(f):
+    return f.maker.fgraph.toposort()
+
+
+def _destroyers(f):
+    return [n for n in _topo(f) if getattr(n.op, "destroy_map", None)]
+
+
+def _run_checked(f, ref, values):
+    """Call ``f`` and ``ref`` on copies; compare outputs; check ``f`` left its arguments alone."""
+    originals = [np.array(v, copy=True) for v in values]
+    got = f(*values)
+    for v, o in zip(values, originals):
+        np.testing.assert_array_equal(v, o, err_msg="an input passed by the user was overwritten")
+    want = ref(*[np.array(v, copy=True) for v in originals])
+    for g, w in zip(
+        got if isinstance(got, list) else [got], want if isinstance(want, list) else [want]
+    ):
+        assert_allclose(g, w)
+    return got
+
+
+def test_named_elemwise_becomes_its_inplace_twin(rng):
+    x, y = T.vectors("x", "y")
+    z = T.exp(x * y)
+    f = theano.function([x, y], [z + 1, T.sin(z)], mode=NO_FUSION)
+    names = [str(n.op) for n in _topo(f)]
+    assert "Elemwise{mul,no_inplace}" in names  # x, y are the user's: never overwritten
+    assert "Elemwise{exp,inplace}" in names
+    ref = theano.function([x, y], [z + 1, T.sin(z)], mode=REFERENCE)
+    _run_checked(f, ref, [rng.normal(size=4), rng.normal(size=4)])
+
+
+def test_fused_node_works_in_place_with_theano_name(rng):
+    x, y = T.matrices("x", "y")
+    z = T.exp(x * y)
+    outs = [T.tanh(z) * 2 + 1, T.sqrt(z) - y]
+    f = theano.function([x, y], outs, mode=FAST_RUN)
+    inplace = [str(n.op) for n in _destroyers(f)]
+    assert len(inplace) == 1
+    assert inplace[0].startswith("Elemwise{Composite{") and inplace[0].endswith("}}[(0, 0)]")
+    ref = theano.function([x, y], outs, mode=REFERENCE)
+    _run_checked(f, ref, [rng.normal(size=(2, 3)), rng.normal(size=(2, 3))])
+
+
+def test_user_inputs_and_unupdated_shared_values_are_never_overwritten(rng):
+    x = T.matrix("x")
+    s_value = rng.normal(size=(3, 3))
+    s = theano.shared(s_value.copy(), name="s")
+    outs = [x * 2 + s, T.exp(s) - x, set_subtensor(x[1:], 0.0), set_subtensor(s[:1], 1.0)]
+    f = theano.function([x], outs, mode=FAST_RUN)
+    fg = f.maker.fgraph
+    for node in _destroyers(f):
+        for ins in node.op.destroy_map.values():
+            root = fg.destroy_handler.root_of(node.inputs[ins[0]])
+            assert root not in fg.inputs
+    ref = theano.function([x], outs, mode=REFERENCE)
+    xv = rng.normal(size=(3, 3))
+    _run_checked(f, ref, [xv])
+    np.testing.assert_array_equal(s.get_value(), s_value)
+    assert not _destroyers(f) or all(n.inputs[0] not in fg.inputs for n in _destroyers(f))
+
+
+def test_updated_shared_values_stay_intact_until_the_call_succeeds(rng):
+    x = T.vector("x")
+    w0 = rng.normal(size=5)
+    w = theano.shared(w0.copy(), name="w")
+    f = theano.function([x], T.sum(x), updates={w: w * 0.5 + x}, mode=FAST_RUN)
+    fg = f.maker.fgraph
+    assert all(n.inputs[0] not in fg.inputs for n in _destroyers(f))
+    xv = rng.normal(size=5)
+    f(xv)
+    assert_allclose(w.get_value(), w0 * 0.5 + xv)
+    with pytest.raises(ValueError):
+        f(rng.normal(size=4))  # fails after w * 0.5 could have been written
+    assert_allclose(w.get_value(), w0 * 0.5 + xv)
+
+
+def test_lazy_graphs_keep_their_values(rng):
+    x, y = T.dvectors("x", "y")
+    for cond in (0.0, 1.0):
+        out = ifelse(T.constant(cond), T.exp(x) * y, x - y)
+        cost = (out * np.array([1.0, 2.0, 3.0])).sum()
+        grads = theano.grad(cost, [x, y])
+        f = theano.function([x, y], grads, mode=NO_FUSION)
+        ref = theano.function([x, y], grads, mode=REFERENCE)
+        _run_checked(f, ref, [rng.normal(size=3), rng.normal(size=3)])
+        assert f.maker.fgraph.lazy_node_counter.count == 2
+        for node in _destroyers(f):
+            (i,) = node.op.destroy_map[0]
+            assert [c for c, _ in node.inputs[i].clients] == [node]
+
+
+def test_updated_shared_value_also_returned_is_not_overwritten(rng):
+    w0 = rng.normal(size=4)
+    w = theano.shared(w0.copy(), name="w")
+    f = theano.function([], w, updates={w: w + 1.0}, mode=FAST_RUN)
+    old = f()
+    np.testing.assert_array_equal(old, w0)
+    assert_allclose(w.get_value(), w0 + 1)
+
+
+def test_readers_of_an_overwritten_buffer_run_first(rng):
+    x = T.matrix("x")
+    z = x * 2
+    outs = [z + 1, z.T * 3, T.sum(z)]
+    f = theano.function([x], outs, mode=NO_FUSION)
+    assert _destroyers(f)
+    ref = theano.function([x], outs, mode=REFERENCE)
+    for _ in range(3):  # reruns reuse storage
+        _run_checked(f, ref, [rng.normal(size=(3, 3))])
+
+
+def test_impossible_orders_are_skipped(rng):
+    x = T.vector("x")
+    z = T.exp(x)
+    w = z + 1
+    out = w * z  # z + 1 in place on z would have to run after w * z
+    f = theano.function([x], out, mode=NO_FUSION)
+    ref = theano.function([x], out, mode=REFERENCE)
+    _run_checked(f, ref, [rng.normal(size=4)])
+    order = _topo(f)
+    for node in _destroyers(f):
+        destroyed = node.inputs[node.op.destroy_map[0][0]]
+        for client, _ in destroyed.clients:
+            if client is not node and client != "output":
+                assert order.index(client) < order.index(node)
+
+
+def test_setsubtensor_and_incsubtensor1_in_place(rng):
+    x, y = T.matrices("x", "y")
+    idx = T.lvector("idx")
+    outs = [
+        set_subtensor((x * 2)[1:], 0.0),
+        inc_subtensor((x + 3)[idx], y),
+        set_subtensor(x[:1], 5.0),
+    ]
+    f = theano.function([x, y, idx], outs, mode=FAST_RUN)
+    names = [str(n.op) for n in _topo(f)]
+    assert any(n.startswith("IncSubtensor{InplaceSet;") for n in names)
+    assert "AdvancedIncSubtensor1{inplace,inc}" in names
+    assert any(n.startswith("IncSubtensor{Set;") for n in names)  # on x itself: a copy
+    ref = theano.function([x, y, idx], outs, mode=REFERENCE)
+    _run_checked(f, ref, [rng.normal(size=(3, 2)), rng.normal(size=(2, 2)), np.array([0, 2])])
+    g = theano.function([x, y, idx], outs, mode=FAST_RUN.excluding("local_inplace_setsubtensor"))
+    assert not any("InplaceSet" in str(n.op) for n in _topo(g))
+
+
+@pytest.mark.parametrize("tag", ["inplace", "inplace_elemwise_optimizer"])
+def test_excluding_turns_it_off(rng, tag):
+    x, y = T.vectors("x", "y")
+    z = T.exp(x * y)
+    f = theano.function([x, y], [z + 1, T.sin(z)], mode=NO_FUSION.excluding(tag))
+    assert not _destroyers(f)
+
+
+def test_mutable_inputs_given_by_a_supervisor_may_be_overwritten():
+    x, y = T.vectors("x", "y")
+    fg = FunctionGraph([x, y], [T.exp(x) * y])
+    fx, fy = fg.inputs
+    fg.attach_feature(Supervisor([fy]))  # x is mutable, y is not
+    inplace_elemwise_optimizer.rewrite(fg)
+    (node,) = fg.apply_nodes if len(fg.apply_nodes) == 1 else [fg.outputs[0].owner]
+    exp_node = node.inputs[0].owner
+    assert str(exp_node.op) == "Elemwise{exp,inplace}" and exp_node.inputs[0] is fx
+    assert fg.destroyers(fy) == []
+
+
+def test_debug_mode_agrees(rng):
+    x, y = T.matrices("x", "y")
+    z = T.exp(x * y)
+    outs = [T.tanh(z) + 1, set_subtensor((z * 2)[1:], y[1:])]
+    f = theano.function([x, y], outs, mode="DEBUG_MODE")
+    assert _destroyers(f)
+    ref = theano.function([x, y], outs, mode=REFERENCE)
+    _run_checked(f, ref, [rng.normal(size=(3, 3)), rng.normal(size=(3, 3))])
+
+
+class _Double(Op):
+    """``2 * x``; with ``inplace`` it overwrites x."""
+
+    __props__ = ("inplace",)
+
+    def __init__(self, inplace=False):
+        self.inplace = inplace
+        self.destroy_map = {0: [0]} if inplace else {}
+
+    def make_node(self, x):
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, out):
+        (x,) = inputs
+        if not self.inplace:
+            x = x.copy()
+        x *= 2
+        out[0][0] = x
+
+
+def test_extension_point_registers_an_inplace_version():
+    own = RewriteSet("my-plugin")
+    rw = register_inplace(
+        "local_inplace_double",
+        [_Double],
+        lambda node: None if node.op.inplace else _Double(True),
+        "toy",
+        position=30,
+        rewrite_set=own,
+    )
+    assert rw.location.endswith("test_inplace.py:" + str(rw.location.rsplit(":", 1)[1]))
+    optdb = make_optdb()
+    own.install(optdb)
+    assert "local_inplace_double" in optdb["inplace"]
+    x = T.vector("x")
+    fg = FunctionGraph([x], [_Double()(T.exp(x)), _Double()(x)])
+    in2out(rw).rewrite(fg)
+    first, second = (o.owner.op for o in fg.outputs)
+    assert first.inplace and not second.inplace  # x is the user's input
+    assert isinstance(fg.destroy_handler, DestroyHandler)
+    direct = inplace_rewriter("local_inplace_double2", [_Double], lambda node: _Double(True))
+    assert direct.name == "local_inplace_double2"
+
+
+def test_setsubtensor_rewrite_is_exported():
+    assert local_inplace_setsubtensor.name == "local_inplace_setsubtensor"
+
+
+# ---------------------------------------------------------------------------- randomized
+
+_UNARY = [T.exp, T.sin, T.neg, lambda v: v.T, lambda v: v.T.T]
+_BINARY = [T.add, T.mul, T.sub, lambda a, b: set_subtensor(a[1:], b[1:])]
+
+
+@st.composite
+def _programs(draw):
+    steps = draw(
+        st.lists(
+            st.tuples(st.integers(0, 8), st.integers(0, 40), st.integers(0, 40)),
+            min_size=3,
+            max_size=12,
+        )
+    )
+    n_out = draw(st.integers(1, 3))
+    outs = draw(st.lists(st.integers(0, 40), min_size=n_out, max_size=n_out))
+    update = draw(st.integers(0, 40))
+    return steps, outs, update
+
+
+@settings(
+    max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(_programs())
+def test_random_graphs_agree_with_and_without_inplace(program):
+    steps, out_idx, upd_idx = program
+    rng = np.random.default_rng(0)
+    x = T.matrix("x")
+    s_upd = theano.shared(rng.normal(size=(3, 3)), name="s_upd")
+    s_ro = theano.shared(rng.normal(size=(3, 3)), name="s_ro")
+    pool = [x, s_upd, s_ro]
+    for kind, a, b in steps:
+        va, vb = pool[a % len(pool)], pool[b % len(pool)]
+        if kind < len(_UNARY):
+            pool.append(_UNARY[kind](va))
+        else:
+            pool.append(_BINARY[kind - len(_UNARY)](va, vb))
+    outs = [pool[i % len(pool)] for i in out_idx]
+    update = pool[upd_idx % len(pool)]
+    xv = rng.normal(size=(3, 3))
+    results = {}
+    modes = (("ref", REFERENCE), ("fused", FAST_RUN), ("unfused", NO_FUSION), ("none", NO_INPLACE))
+    for label, mode in modes:
+        s_upd.set_value(np.arange(9.0).reshape(3, 3) / 7)
+        ro_before = s_ro.get_value()
+        f = theano.function([x], outs, updates={s_upd: update}, mode=mode, on_unused_input="ignore")
+        arg = xv.copy()
+        got = f(arg)
+        np.testing.assert_array_equal(arg, xv)
+        np.testing.assert_array_equal(s_ro.get_value(), ro_before)
+        results[label] = [np.copy(g) for g in got] + [s_upd.get_value()]
+    for label in ("fused", "unfused", "none"):
+        for g, w in zip(results[label], results["ref"]):
+            assert_allclose(g, w)
