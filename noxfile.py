@@ -12,9 +12,14 @@ nox.options.sessions = ["lint", "tests"]
 
 ROOT = Path(__file__).parent
 # Core first: every other package depends on it.
-PACKAGES = ["core"] + sorted(
-    p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml") if p.parent.name != "core"
-)
+PACKAGES = [
+    "core",
+    *sorted(
+        p.parent.name
+        for p in (ROOT / "packages").glob("*/pyproject.toml")
+        if p.parent.name != "core"
+    ),
+]
 TEST_DEPS = ["pytest>=8", "hypothesis>=6", "graphviz>=0.20"]
 
 
@@ -32,7 +37,11 @@ def tests(session: nox.Session) -> None:
     install_packages(session)
     session.install("./tests/example_plugin")
     session.install(*TEST_DEPS)
-    suites = [f"packages/{name}/tests" for name in PACKAGES if (ROOT / "packages" / name / "tests").is_dir()]
+    suites = [
+        f"packages/{name}/tests"
+        for name in PACKAGES
+        if (ROOT / "packages" / name / "tests").is_dir()
+    ]
     session.run("python", "-m", "pytest", *suites, "tests", *session.posargs)
 
 

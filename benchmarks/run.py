@@ -1,106 +1,169 @@
-"""Run the speed suite and print per-call medians (with min and max) beside NumPy.
+"""Run opgraph's speed suite (workloads W1-W8) and print medians beside NumPy and peers.
 
 Usage::
 
-    python benchmarks/run.py                 # every benchmarks/bench_*.py
-    python benchmarks/run.py overhead        # only bench_overhead.py
-    python benchmarks/run.py --repeat 15 --number 20000
+    python benchmarks/run.py                      # every workload, full size (~10 min)
+    python benchmarks/run.py --quick              # fewer repeats and steps (~2 min)
+    python benchmarks/run.py --only W1,W3         # some workloads
+    python benchmarks/run.py --json out.json      # also write the results as JSON
+    python benchmarks/run.py overhead             # the workloads of bench_overhead.py
 
-Each ``bench_<name>.py`` defines ``TITLE`` and ``cases()``, which returns ``(label,
-callable)`` pairs; the first pair is the reference (usually the NumPy expression called
-directly) and the ``x ref`` column divides by its median. Nothing here asserts a speed:
-the numbers are for reading and comparing.
+Each ``bench_<family>.py`` declares ``WORKLOADS`` (id -> title) and ``run(id, ctx)``,
+which returns a table of rows: median, min and max time over the repeats, the ratio to
+NumPy's median in the same run (time / NumPy time: below 1 is faster), and a check of
+the result against NumPy's. opgraph runs with ``FAST_RUN`` and the best installed linker
+(named in brackets), and with the Python VM (``vm``) when that is not the best. PyTensor
+(C and Numba linkers) and JAX columns appear when they are installed; otherwise they are
+reported as "not installed". Nothing here asserts a speed.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
-import importlib.util
-import statistics
+import importlib
+import json
+import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from harness import Context, Table, detect_peers, environment, error_text  # noqa: E402
 
 
-def load(path: Path) -> ModuleType:
-    """Import ``benchmarks/bench_<name>.py`` by path (benchmarks/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"opgraph_bench_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_families() -> dict[str, ModuleType]:
+    """Every ``benchmarks/bench_<family>.py``, imported, by family name."""
+    families = {}
+    for path in sorted(HERE.glob("bench_*.py")):
+        families[path.stem.removeprefix("bench_")] = importlib.import_module(path.stem)
+    return families
 
 
-def time_per_call(fn: Callable[[], Any], repeat: int, number: int) -> list[float]:
-    """Seconds per call of ``fn``, one figure per round of ``number`` calls."""
-    for _ in range(min(number, 1000)):  # warm up caches and lazy set-up
-        fn()
-    rounds = []
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            for _ in range(number):
-                fn()
-            rounds.append((time.perf_counter() - t0) / number)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return rounds
+def workload_index(families: dict[str, ModuleType]) -> dict[str, ModuleType]:
+    """Workload id (``W1``) -> the module that runs it, in numeric order."""
+    index = {}
+    for module in families.values():
+        for wid in getattr(module, "WORKLOADS", {}):
+            index[wid.upper()] = module
+    return dict(sorted(index.items(), key=lambda kv: int(re.sub(r"\D", "", kv[0]) or 0)))
 
 
-def report(
-    title: str, cases: Sequence[tuple[str, Callable[[], Any]]], repeat: int, number: int
-) -> list[dict[str, Any]]:
-    """Time every case and print one table; return the rows (µs)."""
-    rows = []
-    for label, fn in cases:
-        per_call = time_per_call(fn, repeat, number)
-        rows.append(
-            {
-                "case": label,
-                "median_us": statistics.median(per_call) * 1e6,
-                "min_us": min(per_call) * 1e6,
-                "max_us": max(per_call) * 1e6,
-            }
-        )
-    ref = rows[0]["median_us"] if rows else 1.0
-    width = max(len(r["case"]) for r in rows) if rows else 4
-    print(f"\n{title}  ({repeat} rounds x {number} calls; microseconds per call)")
-    print(f"  {'case':<{width}}  {'median':>8}  {'min':>8}  {'max':>8}  {'x ref':>7}")
-    for r in rows:
-        print(
-            f"  {r['case']:<{width}}  {r['median_us']:8.3f}  {r['min_us']:8.3f}  "
-            f"{r['max_us']:8.3f}  {r['median_us'] / ref:7.1f}"
-        )
-    return rows
+def select(index: dict[str, ModuleType], only: str | None, names: Sequence[str]) -> list[str] | str:
+    """The workload ids to run, or an error message."""
+    chosen = list(index)
+    if only:
+        wanted = [w.strip().upper() for w in only.split(",") if w.strip()]
+        unknown = [w for w in wanted if w not in index]
+        if unknown:
+            return f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(index)}"
+        chosen = [w for w in chosen if w in wanted]
+    if names:
+        families = {n.removeprefix("bench_").removesuffix(".py") for n in names}
+        known = {m.__name__.removeprefix("bench_") for m in index.values()}
+        unknown = sorted(families - known)
+        if unknown:
+            return f"unknown benchmark family(ies) {', '.join(unknown)}; known: {sorted(known)}"
+        chosen = [w for w in chosen if index[w].__name__.removeprefix("bench_") in families]
+    return chosen
+
+
+def summarize_warnings(caught: Sequence[warnings.WarningMessage]) -> list[str]:
+    """One line per distinct warning; "no kernel for <Op>" fallbacks folded into one line."""
+    lines: list[str] = []
+    fallbacks: dict[str, list[str]] = {}
+    for w in caught:
+        text = str(w.message).splitlines()[0] if str(w.message) else ""
+        category = w.category.__name__
+        match = re.search(r"no kernel for (\S+)", text)
+        if match:
+            ops = fallbacks.setdefault(category, [])
+            if match.group(1) not in ops:
+                ops.append(match.group(1))
+            continue
+        line = f"{category}: {text}"[:200]
+        if line not in lines:
+            lines.append(line)
+    for category, ops in fallbacks.items():
+        lines.append(f"{category}: no backend kernel (runs perform) for {', '.join(ops)}")
+    return lines
+
+
+def print_header(ctx: Context, env: dict[str, object]) -> None:
+    """The versions, linkers and peers this run measured."""
+    load = env.get("load_average")
+    print(
+        f"opgraph speed suite{' (--quick)' if ctx.quick else ''}: Python {env['python']}, "
+        f"NumPy {env['numpy']}, {env['cpus']} CPUs, {env['platform']}"
+        + (f", load average {load:.2f} at start" if isinstance(load, float) else "")
+    )
+    print(
+        f"opgraph {env.get('opgraph')}: linkers installed {env.get('opgraph_linkers')}, "
+        f"FAST_RUN uses [{env.get('opgraph_fast_run_linker')}]"
+    )
+    for peer in ctx.peers.values():
+        print(f"  peer {peer.label:<15} {peer.status}")
+    print("ratio = median time / NumPy's median time in this run (below 1.00x is faster)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="benchmark names (bench_<name>.py); default all")
-    parser.add_argument("--repeat", type=int, default=9, help="rounds per case (median of them)")
-    parser.add_argument("--number", type=int, default=10000, help="calls per round")
+    """Parse the command line, run the chosen workloads, print (and save) the tables."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "names", nargs="*", help="benchmark families to run (bench_<name>.py); default all"
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and steps")
+    parser.add_argument("--only", metavar="W1,W3", help="comma-separated workload ids")
+    parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
+    parser.add_argument("--repeat", type=int, help="rounds per measurement (overrides all)")
+    parser.add_argument(
+        "--no-peers", action="store_true", help="do not run PyTensor or JAX even if installed"
+    )
     args = parser.parse_args(argv)
-    paths = sorted(HERE.glob("bench_*.py"))
-    if args.names:
-        wanted = {f"bench_{n.removeprefix('bench_').removesuffix('.py')}" for n in args.names}
-        paths = [p for p in paths if p.stem in wanted]
-        missing = wanted - {p.stem for p in paths}
-        if missing:
-            print(f"unknown benchmark(s): {', '.join(sorted(missing))}", file=sys.stderr)
-            return 2
-    print(f"Python {sys.version.split()[0]} on {sys.platform}")
-    for path in paths:
-        module = load(path)
-        report(module.TITLE, module.cases(), args.repeat, args.number)
+
+    index = workload_index(load_families())
+    chosen = select(index, args.only, args.names)
+    if isinstance(chosen, str):
+        print(chosen, file=sys.stderr)
+        return 2
+    ctx = Context(quick=args.quick, repeat_override=args.repeat)
+    ctx.peers = detect_peers(enabled=not args.no_peers)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = environment(ctx)  # loads opgraph and its plugins
+    print_header(ctx, env)
+    for text in summarize_warnings(caught):
+        print(f"  warning: {text}")
+
+    tables: list[Table] = []
+    t_start = time.perf_counter()
+    for wid in chosen:
+        module = index[wid]
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                table = module.run(wid, ctx)
+            except Exception as exc:  # a workload's bug must not hide the others' numbers
+                table = Table(wid, module.WORKLOADS[wid])
+                table.note(error_text(exc))
+        for text in summarize_warnings(caught):
+            table.note(f"warning: {text}")
+        table.note(f"workload took {time.perf_counter() - t0:.1f} s")
+        tables.append(table)
+        print()
+        print(table.render(), flush=True)
+    print(f"\ntotal {time.perf_counter() - t_start:.1f} s")
+
+    if args.json:
+        payload = {"environment": env, "workloads": [t.to_dict() for t in tables]}
+        Path(args.json).write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        print(f"results written to {args.json}")
     return 0
 
 

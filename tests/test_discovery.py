@@ -31,7 +31,7 @@ def test_plugins_lists_example_plugin_and_its_contributions() -> None:
     assert "opgraph.plugins.builtin" in out
     assert "example  [loaded]  opgraph-example-plugin 0.1.0" in out
     assert "linkers:      example" in out
-    assert "canonicalize/local_cube_of_neg" in out
+    assert "canonicalize/local_cube_of_cube" in out
     assert "example__verbose" in out
 
 
@@ -43,7 +43,7 @@ def test_plugins_json_report() -> None:
     assert by_name["example"]["status"] == "loaded"
     assert by_name["example"]["distribution"] == "opgraph-example-plugin"
     assert "example" in by_name["example"]["linkers"]
-    assert by_name["example"]["rewrites"] == ["canonicalize/local_cube_of_neg"]
+    assert by_name["example"]["rewrites"] == ["canonicalize/local_cube_of_cube"]
     assert report["best_linker"]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from opgraph.compile.debugmode import DebugMode
 from opgraph.compile.function import function
 from opgraph.compile.mode import Mode
 from opgraph.graph.basic import Apply, Variable
@@ -29,6 +30,9 @@ from opgraph.testing import assert_allclose
 REWRITE_MODE = Mode(linker="py", optimizer="fast_run").excluding("fusion", "inplace")
 #: The graph as built (values to compare with).
 REFERENCE_MODE = Mode(linker="py", optimizer=None)
+#: DEBUG_MODE checking every replacement against the replaced value (``perform`` only: the
+#: kernels of an installed backend are that backend's tests' business).
+DEBUG_MODE = DebugMode(optimizer="fast_run", linker="py")
 #: Only the stages up to canonicalize (what specialize turns back, e.g. ``mul(-1, x)``).
 CANONICALIZE_MODE = Mode(
     linker="py", optimizer=RewriteDatabaseQuery(include=["fast_run"], position_cutoff=1.4)
@@ -154,7 +158,7 @@ class RewriteCheck:
         )
         self.assert_same(self.run(off, values), expected, f"{name} excluded")
         if debug_mode:
-            dbg = self.compile(inputs, outputs, "DEBUG_MODE")
+            dbg = self.compile(inputs, outputs, DEBUG_MODE)
             self.assert_same(self.run(dbg, values), expected, f"{name} (DEBUG_MODE)")
         return f
 

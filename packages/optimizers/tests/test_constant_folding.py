@@ -12,6 +12,7 @@ import pytest
 import opgraph
 import opgraph.scalar.basic as ps
 import opgraph.tensor as T
+from opgraph.compile.mode import Mode
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.fg import FunctionGraph
 from opgraph.graph.op import Op
@@ -20,6 +21,8 @@ from opgraph.tensor.elemwise import DimShuffle
 from opgraph.tensor.variable import TensorConstant
 from opgraph_optimizers.constant_folding import fold_node, topo_constant_folding
 from opgraph_optimizers.registry import load_rewrite_modules
+
+FAST_RUN_PY = Mode(linker="py", optimizer="fast_run")
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int16"])
@@ -101,21 +104,21 @@ def test_op_opting_out_is_not_folded() -> None:
     c = T.constant(np.array([1.0, 2.0]))
     node = _NoFold()(c).owner
     assert fold_node(None, node) is None
-    f = opgraph.function([], _NoFold()(c))
+    f = opgraph.function([], _NoFold()(c), mode=FAST_RUN_PY)
     assert any(isinstance(n.op, _NoFold) for n in f.maker.fgraph.toposort())
     np.testing.assert_allclose(f(), [2.0, 3.0])
 
 
 def test_failing_op_is_left_to_fail_at_run_time() -> None:
     c = T.constant(np.array([1.0, 2.0]))
-    f = opgraph.function([], _Fails()(c))
+    f = opgraph.function([], _Fails()(c), mode=FAST_RUN_PY)
     with pytest.raises(ValueError, match="bad input"):
         f()
 
 
 def test_fully_constant_function_returns_the_value() -> None:
     out = T.exp(T.constant(np.array([0.0, 1.0]))) * 2
-    f = opgraph.function([], out)
+    f = opgraph.function([], out, mode=FAST_RUN_PY)
     assert not any(
         isinstance(getattr(n.op, "scalar_op", None), ps.Exp) for n in f.maker.fgraph.toposort()
     )

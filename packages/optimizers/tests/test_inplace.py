@@ -62,6 +62,23 @@ def test_named_elemwise_becomes_its_inplace_twin(rng):
     _run_checked(f, ref, [rng.normal(size=4), rng.normal(size=4)])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize("bcast", [(False,), (False, False), (True, False), (False, True)])
+def test_values_over_dtypes_and_broadcast_patterns(rng, dtype, bcast):
+    x = T.TensorType(dtype, bcast)("x")
+    y = T.TensorType(dtype, (False,) * len(bcast))("y")
+    z = x * y + 1
+    outs = [z * 2, z - y, T.maximum(z, 0)]
+    f = theano.function([x, y], outs, mode=NO_FUSION)
+    assert _destroyers(f)
+    ref = theano.function([x, y], outs, mode=REFERENCE)
+    shape = (3, 4)[: len(bcast)]
+    xv = (rng.normal(size=tuple(1 if b else n for b, n in zip(bcast, shape))) * 4).astype(dtype)
+    yv = (rng.normal(size=shape) * 4).astype(dtype)
+    got = _run_checked(f, ref, [xv, yv])
+    assert all(g.dtype == np.dtype(dtype) for g in got)
+
+
 def test_fused_node_works_in_place_with_theano_name(rng):
     x, y = T.matrices("x", "y")
     z = T.exp(x * y)
@@ -310,3 +327,18 @@ def test_random_graphs_agree_with_and_without_inplace(program):
     for label in ("fused", "unfused", "none"):
         for g, w in zip(results[label], results["ref"]):
             assert_allclose(g, w)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="compile/pfunc.py: FunctionMaker must attach a Supervisor honouring In(mutable=True) "
+    "(change requested)",
+)
+def test_inputs_marked_mutable_may_be_overwritten(rng):
+    x, y = T.vectors("x", "y")
+    f = theano.function([theano.In(x, mutable=True), y], T.exp(x) * y, mode=NO_FUSION)
+    fg = f.maker.fgraph
+    destroyed = [n.inputs[i] for n in _destroyers(f) for (i,) in n.op.destroy_map.values()]
+    assert fg.inputs[0] in destroyed and fg.inputs[1] not in destroyed
+    yv = rng.normal(size=3)
+    np.testing.assert_allclose(f(np.zeros(3), yv.copy()), yv)

@@ -11,13 +11,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from opgraph.configdefaults import change_flags, config
-from opgraph import graph, scalar, tensor
-from opgraph.graph.basic import Apply, Constant, Variable
-from opgraph.graph.fg import FunctionGraph
-from opgraph.graph.op import Op
-from opgraph.graph.type import Type
-from opgraph.graph.clone import clone, clone_replace
+from opgraph import compile, gof, gradient, graph, ifelse, printing, scalar, tensor
 from opgraph.compile import (
     In,
     Mode,
@@ -28,10 +22,14 @@ from opgraph.compile import (
     shared,
 )
 from opgraph.compile.mode import get_mode
-from opgraph import compile, gradient, ifelse, printing
+from opgraph.configdefaults import change_flags, config
 from opgraph.gradient import Lop, Rop, grad
+from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.clone import clone, clone_replace
+from opgraph.graph.fg import FunctionGraph
+from opgraph.graph.op import Op
+from opgraph.graph.type import Type
 from opgraph.printing import pp, pprint
-from opgraph import gof
 
 
 def __getattr__(name: str) -> Any:
@@ -41,6 +39,6 @@ def __getattr__(name: str) -> Any:
     return module_getattr(name)
 
 
-from opgraph.plugins import load_plugins as _load_plugins  # noqa: E402
+from opgraph.plugins import load_plugins as _load_plugins
 
 _load_plugins()

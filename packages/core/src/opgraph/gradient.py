@@ -22,6 +22,7 @@ from opgraph.graph.utils import MethodNotDefined, first_user_line
 __all__ = [
     "DisconnectedInputError",
     "DisconnectedType",
+    "GradBlock",
     "GradientError",
     "Lop",
     "NullType",
@@ -171,7 +172,7 @@ def _backprop(
                 out_grads.append(_float_zeros_like(o) if _is_float_like(o) else None)
         if not any_grad:
             continue
-        for k, (o, g) in enumerate(zip(node.outputs, out_grads, strict=True)):
+        for k, g in enumerate(out_grads):
             if g is None:
                 out_grads[k] = DisconnectedType()()
         null = next((g for g in out_grads if _is_null(g)), None)
@@ -192,7 +193,8 @@ def _backprop(
             ) from exc
         if len(input_grads) != len(node.inputs):
             raise ValueError(
-                f"{node.op}.L_op returned {len(input_grads)} gradients for {len(node.inputs)} inputs"
+                f"{node.op}.L_op returned {len(input_grads)} gradients "
+                f"for {len(node.inputs)} inputs"
             )
         for inp, ig in zip(node.inputs, input_grads, strict=True):
             if _is_disconnected(ig) or id(inp) in blocked or id(inp) not in ancestors_of_wrt:
@@ -417,7 +419,7 @@ def consider_constant(x: Variable) -> Variable:
     return disconnected_grad(x)
 
 
-class _GradBlock(Op):
+class GradBlock(Op):
     """Identity in the forward pass; the gradient through it is zero or disconnected."""
 
     __props__ = ("mode",)
@@ -449,12 +451,12 @@ class _GradBlock(Op):
 
 def zero_grad(x: Variable) -> Variable:
     """``x`` in the forward pass; its gradient is zero."""
-    return _GradBlock("zero")(x)
+    return GradBlock("zero")(x)
 
 
 def disconnected_grad(x: Variable) -> Variable:
     """``x`` in the forward pass; no gradient flows through it (disconnected)."""
-    return _GradBlock("disconnected")(x)
+    return GradBlock("disconnected")(x)
 
 
 def jacobian(
@@ -569,8 +571,9 @@ def verify_grad(
         analytic = grad_fn(*[p.copy() for p in pt], proj)
         work = [p.astype("float64") if p.dtype == "float64" else p.copy() for p in pt]
 
-        def f(*args: Any) -> float:
-            return float(cost_fn(*[a.astype(p.dtype) for a, p in zip(args, pt, strict=True)], proj))
+        def f(*args: Any, cost_fn: Any = cost_fn, proj: Any = proj) -> float:
+            cast = [a.astype(p.dtype) for a, p in zip(args, pt, strict=True)]
+            return float(cost_fn(*cast, proj))
 
         numeric = numeric_grad(f, work, eps)
         for k, (a, n) in enumerate(zip(analytic, numeric, strict=True)):

@@ -34,7 +34,10 @@ def test_hooks_return_core_linkers_modes_and_preference() -> None:
 def test_the_plugin_manager_serves_core() -> None:
     pm = get_plugin_manager()
     assert {"py", "vm"} <= set(pm.linkers())
-    assert pm.best_linker() == "vm"
+    # Core prefers its vm; an installed backend (opgraph-backend-c) may prefer its own.
+    core_pref = dict((name, prio) for prio, name, _ in pm.linker_preference())
+    assert core_pref["vm"] == 0
+    assert pm.best_linker() in pm.linkers()
     assert "FAST_RUN" in pm.modes()
     var = pm.shared_constructor(
         value=np.zeros(2), name="z", strict=False, allow_downcast=None, borrow=False

@@ -1,9 +1,9 @@
 """Elementwise fusion: trees of Elemwise nodes become one ``Elemwise{Composite{...}}``.
 
 ``exp(-x**2) * sin(x) + 0.5 * x`` is six Elemwise nodes, six loops over the data and five
-temporary arrays; fused, it is one node whose scalar op is the small scalar graph
-``Composite{((exp((-(i0 ** 2))) * sin(i0)) + (0.5 * i0))}``, printed as Theano prints it.
-A compiled backend turns that Composite into a single loop.
+temporary arrays; fused, it is one node whose scalar op is a small scalar graph, printed as
+Theano prints it: ``Elemwise{Composite{((exp((-sqr(i0))) * sin(i0)) + (0.5 * i0))}}``. A
+compiled backend turns that Composite into a single loop.
 
 How groups are chosen (:class:`FusionRewriter`):
 
@@ -14,7 +14,9 @@ How groups are chosen (:class:`FusionRewriter`):
   used outside the group is a fusion boundary: fusing it would compute it twice), its output
   has the group's broadcastable pattern (so nothing computed on a smaller array is
   recomputed per element of a larger one), and the group stays within ``max_inputs``
-  distinct inputs;
+  distinct inputs and ``max_nodes`` nodes (a longer chain becomes several fused nodes);
+- only plain ``Elemwise`` nodes with one output that work out of place are fused (fusion
+  runs before the in-place stage; subclasses of Elemwise keep their own semantics);
 - a tensor constant holding one value (``TensorConstant{10}``, possibly broadcast by a
   ``DimShuffle``) becomes a scalar constant inside the Composite instead of an input.
 
@@ -83,16 +85,22 @@ def scalar_constant_of(var: Variable) -> Constant | None:
     return ps.constant(value, dtype=var.type.dtype)  # type: ignore[attr-defined]
 
 
-def _apply_scalar(op: Any, args: Sequence[Variable]) -> Variable:
-    """``op(*args)`` on scalars; an inner Composite is inlined rather than nested."""
+def _apply_scalar(node: Apply, args: Sequence[Variable]) -> Variable:
+    """The scalar counterpart of Elemwise ``node`` applied to ``args``.
+
+    An inner Composite is inlined rather than nested. The output's scalar type is the
+    dtype of the node's own output, which Elemwise derived from the same scalar op.
+    """
+    op = node.op.scalar_op
     if isinstance(op, ps.Composite):
         values: dict[Variable, Variable] = dict(zip(op.inputs, args, strict=True))
-        for node in op.nodes:
-            outs = node.op.make_node(*[values.get(v, v) for v in node.inputs]).outputs
-            values.update(zip(node.outputs, outs, strict=True))
+        for inner in op.nodes:
+            outs = inner.op.make_node(*[values.get(v, v) for v in inner.inputs]).outputs
+            values.update(zip(inner.outputs, outs, strict=True))
         (out,) = op.outputs
         return values.get(out, out)
-    return op.make_node(*args).outputs[0]
+    out_type = get_scalar_type(node.outputs[0].type.dtype)  # type: ignore[attr-defined]
+    return Apply(op, list(args), [out_type()]).outputs[0]
 
 
 class _Group:
@@ -223,7 +231,7 @@ class FusionRewriter(GraphRewriter):
                         scalar_inputs.append(s)
                     scalar_of[v] = s
                 args.append(s)
-            scalar_of[node.outputs[0]] = _apply_scalar(node.op.scalar_op, args)
+            scalar_of[node.outputs[0]] = _apply_scalar(node, args)
         old = root.outputs[0]
         composite = ps.Composite(scalar_inputs, [scalar_of[old]])
         new = Elemwise(composite)(*tensor_inputs)

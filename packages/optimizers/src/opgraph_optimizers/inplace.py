@@ -5,8 +5,11 @@ They run in the ``inplace`` stage, after ``add_destroy_handler`` attached a
 replacement and lets the handler's validation accept or revert it, so a rewrite never has
 to reason about the whole graph. Before trying, they skip buffers that can never be
 overwritten: constants, graph outputs, buffers already overwritten, and the inputs that
-:func:`~opgraph.graph.destroyhandler.protected_inputs` protects (what the user passed, and
-shared variables the function does not update).
+:func:`~opgraph.graph.destroyhandler.protected_inputs` protects (what the user passed unless
+marked ``In(x, mutable=True)``, and every shared variable, updated or not: a call that
+fails must leave them unchanged). In a graph with lazy nodes (``ifelse``) they only take
+over buffers that no other node reads, so that no branch is evaluated just to read a
+buffer before it is overwritten.
 
 - :data:`inplace_elemwise_optimizer`: ``Elemwise{add,no_inplace}`` becomes
   ``Elemwise{add,inplace}``, a fused node ``Elemwise{Composite{...}}[(0, 0)]``;
@@ -42,6 +45,7 @@ from opgraph_optimizers.registry import rewrites
 __all__ = [
     "InplaceElemwiseRewriter",
     "LazyNodeCounter",
+    "inplace_elemwise_op",
     "inplace_elemwise_optimizer",
     "inplace_rewriter",
     "local_inplace_advanced_incsubtensor",

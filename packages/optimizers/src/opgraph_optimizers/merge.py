@@ -56,9 +56,10 @@ def inputs_first(fgraph: Any) -> list[Apply]:
     """
     order: list[Apply] = []
     done: set[Apply] = set()
+    nodes = fgraph.apply_nodes
     for out in fgraph.outputs:
         root = out.owner
-        if root is None or root in done:
+        if root is None or root in done or root not in nodes:
             continue
         stack: list[tuple[Apply, int]] = [(root, 0)]
         done.add(root)
@@ -67,7 +68,7 @@ def inputs_first(fgraph: Any) -> list[Apply]:
             if k < len(node.inputs):
                 stack[-1] = (node, k + 1)
                 owner = node.inputs[k].owner
-                if owner is not None and owner not in done:
+                if owner is not None and owner not in done and owner in nodes:
                     done.add(owner)
                     stack.append((owner, 0))
             else:

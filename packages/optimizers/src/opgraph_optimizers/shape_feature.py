@@ -108,12 +108,16 @@ class ShapeFeature(Feature):
 
     Attached as ``fgraph.shape_feature``. ``shape_of[var]`` is a tuple of int64 0-d tensor
     variables (``()`` for scalars, None for values without a shape). The expressions are
-    not part of the graph until a rewrite uses them.
+    not part of the graph until a rewrite uses them. One ShapeFeature serves one graph.
     """
 
     pickle_rm_attr = ["shape_feature"]
 
     def __init__(self) -> None:
+        self.fgraph: Any = None
+        self._reset()
+
+    def _reset(self) -> None:
         self.shape_of: dict[Variable, Shp | None] = {}
         self.shape_of_reverse_index: dict[Variable, set[Variable]] = {}
         self._shape_i_users: dict[Variable, set[Variable]] = {}
@@ -126,24 +130,33 @@ class ShapeFeature(Feature):
     def on_attach(self, fgraph: Any) -> None:
         if getattr(fgraph, "shape_feature", None) is not None:
             raise AlreadyThere("a ShapeFeature is already attached (fgraph.shape_feature)")
+        if self.fgraph is not None and self.fgraph is not fgraph:
+            raise ValueError(
+                "this ShapeFeature is attached to another FunctionGraph already; one "
+                "ShapeFeature serves one graph. HINT: copy the graph with "
+                "fgraph.clone_get_equiv(attach_feature=False) and attach a new ShapeFeature()."
+            )
         self.unpickle(fgraph)
 
     def unpickle(self, fgraph: Any) -> None:
         """Put ``fgraph.shape_feature`` back and recompute every shape."""
-        self.__init__()  # type: ignore[misc]
+        self.fgraph = fgraph
+        self._reset()
         fgraph.shape_feature = self
         for node in io_toposort(fgraph.inputs, fgraph.outputs):
             self.on_import(fgraph, node, "on_attach")
 
     def on_detach(self, fgraph: Any) -> None:
         fgraph.__dict__.pop("shape_feature", None)
-        self.__init__()  # type: ignore[misc]
+        self.fgraph = None
+        self._reset()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {}
+        return {}  # recomputed by unpickle(fgraph)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__()  # type: ignore[misc]
+        self.fgraph = None
+        self._reset()
 
     # ------------------------------------------------------------------ building blocks
 
@@ -154,8 +167,8 @@ class ShapeFeature(Feature):
             c = self._constants[n] = TensorConstant(_INT64, np.asarray(n, dtype="int64"))
         return c
 
-    def shape_ir(self, i: int, r: Variable) -> Variable:
-        """Dimension ``i`` of ``r`` from its type alone: a constant, else ``Shape_i{i}(r)``."""
+    def static_dim(self, r: Variable, i: int) -> Variable | None:
+        """Dimension ``i`` of ``r`` as a constant if its type or value fixes it, else None."""
         t = r.type
         if t.broadcastable[i]:  # type: ignore[attr-defined]
             return self.constant(1)
@@ -164,6 +177,13 @@ class ShapeFeature(Feature):
             return self.constant(int(static[i]))
         if isinstance(r, Constant):
             return self.constant(int(np.shape(r.data)[i]))
+        return None
+
+    def shape_ir(self, i: int, r: Variable) -> Variable:
+        """Dimension ``i`` of ``r`` from its type alone: a constant, else ``Shape_i{i}(r)``."""
+        known = self.static_dim(r, i)
+        if known is not None:
+            return known
         key = (r, i)
         s = self._shape_i.get(key)
         if s is None:
@@ -218,13 +238,10 @@ class ShapeFeature(Feature):
                 f"infer_shape of {r.owner.op if r.owner else r} gave {len(s)} dimension(s) "
                 f"for {r}, which has {r.type.ndim}"
             )
-        static = self.shape_tuple(r) or ()
         shape = []
-        for i, (d, known) in enumerate(zip(s, static, strict=True)):
-            if isinstance(known, Constant):
-                shape.append(known)
-            else:
-                shape.append(self.unpack(d, r, i))
+        for i, d in enumerate(s):
+            known = self.static_dim(r, i)
+            shape.append(known if known is not None else self.unpack(d, r, i))
         self._store(r, tuple(shape))
 
     def _store(self, r: Variable, shape: Shp) -> None:

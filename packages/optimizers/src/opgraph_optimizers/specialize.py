@@ -19,7 +19,7 @@ import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Variable
 from opgraph.rewriting import node_rewriter
 from opgraph.scalar.type import discrete_dtypes, uint_dtypes
-from opgraph.tensor.elemwise import CAReduce, Elemwise, Sum
+from opgraph.tensor.elemwise import CAReduce, Sum
 from opgraph.tensor.reduction import Argmax, MaxAndArgmax
 from opgraph_optimizers.canonicalize.utils import (
     as_type_of,
@@ -56,7 +56,9 @@ def _exponent(node: Apply) -> tuple[Variable, Any] | None:
         return None
     x, y = ins
     c = scalar_constant(y, broadcastable_only=False)
-    return None if c is None else (x, c)
+    if c is None or np.iscomplexobj(c):
+        return None
+    return x, c
 
 
 def _reciprocal(x: Variable, dtype: str) -> Variable:
@@ -64,7 +66,7 @@ def _reciprocal(x: Variable, dtype: str) -> Variable:
 
 
 @rewrites.specialize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.pow])
 def local_pow_specialize(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``x**2 -> sqr(x)``, ``x**0.5 -> sqrt(x)``, ``x**-1 -> 1/x``, ``x**-0.5 -> 1/sqrt(x)``."""
     found = _exponent(node)
@@ -93,7 +95,7 @@ def local_pow_specialize(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 
 @rewrites.specialize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.pow])
 def local_pow_specialize_device(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``x**n -> `` squarings and products of ``x`` for an integer ``3 <= |n| <= 512``."""
     found = _exponent(node)
@@ -120,7 +122,7 @@ def local_pow_specialize_device(fgraph: Any, node: Apply) -> list[Variable] | No
 
 
 @rewrites.specialize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.mul])
 def local_mul_specialize(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``mul(-1, x) -> neg(x)``; ``mul(1, x, y) -> mul(x, y)``; ``mul(-1, -1, x) -> x``."""
     if not isinstance(scalar_op_of(node), ps.Mul) or node.op.inplace_pattern:
@@ -158,7 +160,7 @@ def local_mul_specialize(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 
 @rewrites.specialize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.add])
 def local_add_specialize(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``add(0, x, y) -> add(x, y)``; ``add(0, x) -> x``."""
     if not isinstance(scalar_op_of(node), ps.Add) or node.op.inplace_pattern:
@@ -183,7 +185,7 @@ def _is_value(var: Variable, value: Any) -> bool:
 
 
 @rewrites.specialize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.mul])
 def local_mul_to_sqr(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``x * x -> sqr(x)``."""
     ins = elemwise_inputs(node, ps.Mul)
@@ -194,7 +196,7 @@ def local_mul_to_sqr(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 
 @rewrites.specialize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.log])
 def local_log_exp(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``log(exp(x)) -> x``."""
     ins = elemwise_inputs(node, ps.Log)
@@ -206,7 +208,7 @@ def local_log_exp(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 
 @rewrites.specialize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.exp])
 def local_exp_log(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``exp(log(x)) -> x`` (``nan`` kept where ``x < 0``, as ``log`` gave it)."""
     ins = elemwise_inputs(node, ps.Exp)

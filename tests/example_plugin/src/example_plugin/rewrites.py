@@ -4,20 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from example_plugin.ops import Cube, cube
+from example_plugin.ops import Cube
 from opgraph.rewriting import RewriteSet, node_rewriter
-from opgraph.tensor.elemwise import Elemwise
-from opgraph.tensor.math import neg
 
-rewrites = RewriteSet()
+rewrites = RewriteSet("opgraph-example-plugin")
 
 
 @rewrites.canonicalize
 @node_rewriter([Cube])
-def local_cube_of_neg(fgraph: Any, node: Any) -> list[Any] | None:
-    """``cube(-x) -> -cube(x)``: moves negations outward, where they cancel."""
-    (x,) = node.inputs
-    owner = x.owner
-    if owner is None or not isinstance(owner.op, Elemwise) or owner.op != neg.op:
+def local_cube_of_cube(fgraph: Any, node: Any) -> list[Any] | None:
+    """``cube(cube(x)) -> x ** 9``: one power instead of two cubes (specialize then expands it)."""
+    (inner,) = node.inputs
+    if inner.owner is None or not isinstance(inner.owner.op, Cube):
         return None
-    return [neg(cube(owner.inputs[0]))]
+    (x,) = inner.owner.inputs
+    return [x**9]

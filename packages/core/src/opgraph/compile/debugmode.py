@@ -313,7 +313,9 @@ class DebugLinker(LocalLinker):
                 b = self._evaluate(new, values)
             except _Unavailable:
                 continue
-            if not _same(old, a, b, approx=True):
+            compare = getattr(new.tag, "values_eq_approx", None)
+            same = bool(compare(a, b)) if compare is not None else _same(old, a, b, approx=True)
+            if not same:
                 name = getattr(reason, "name", None) or str(reason)
                 where = getattr(reason, "location", None)
                 label = f"{name} ({where})" if where else name

@@ -118,8 +118,10 @@ class DestroyHandler(Feature):
             raise AlreadyThere("a DestroyHandler is already attached (fgraph.destroyers exists)")
         if self.fgraph is not None and self.fgraph is not fgraph:
             raise ValueError(
-                "this DestroyHandler is attached to another FunctionGraph already; "
-                "attach a new DestroyHandler() to each graph."
+                "this DestroyHandler is attached to another FunctionGraph already; one "
+                "DestroyHandler serves one graph. HINT: copy the graph with "
+                "fgraph.clone_get_equiv(attach_feature=False) and attach a new "
+                "DestroyHandler() to the copy."
             )
         self.fgraph = fgraph
         self.unpickle(fgraph)

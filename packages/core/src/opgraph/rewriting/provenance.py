@@ -114,8 +114,13 @@ def record_provenance(
         entry = entries.get(i)
         if entry is None:
             entry = entries[i] = Provenance(name, location, _describe(replaced[i]), reason)
-        # A new list each time: Apply.clone copies tags shallowly, so never mutate in place.
-        node.tag.provenance = [*getattr(node.tag, "provenance", ()), entry]
+        # The history of the replaced expression carries over: a node fused from the result
+        # of earlier rewrites still tells the whole story. A new list each time: Apply.clone
+        # copies tags shallowly, so never mutate in place.
+        old_owner = replaced[i].owner
+        inherited = getattr(old_owner.tag, "provenance", ()) if old_owner is not None else ()
+        own = [p for p in getattr(node.tag, "provenance", ()) if p not in inherited]
+        node.tag.provenance = [*inherited, *own, entry]
         copy_stack_trace(replaced[i], node)
 
 

@@ -295,7 +295,7 @@ def _unary(name: str, nfunc: Any, rule: Callable, grad: Callable | None = None, 
             "nfunc": staticmethod(nfunc),
             "output_types_preference": staticmethod(rule),
             "symbolic_grad": symbolic_grad,
-            "__doc__": f"Elementwise ``{name.lower()}`` (NumPy: {getattr(nfunc, '__name__', nfunc)}).",
+            "__doc__": f"Elementwise ``{name.lower()}`` ({getattr(nfunc, '__name__', nfunc)}).",
             **attrs,
         },
     )
@@ -386,7 +386,7 @@ def _grad_true_div(m, x, y, z, gz):  # type: ignore[no-untyped-def]
 
 
 def _grad_pow(m, x, y, z, gz):  # type: ignore[no-untyped-def]
-    gx = m.mul(gz, y, m.pow(x, m.sub(y, 1)))
+    gx = m.mul(m.mul(gz, y), m.pow(x, m.sub(y, 1)))
     gy = m.mul(gz, m.log(x), z)
     return gx, gy
 
@@ -743,6 +743,11 @@ class Composite(ScalarOp):
         self.nin = len(self.inputs)
         self.nout = len(self.outputs)
         self.nodes = io_toposort(self.inputs, self.outputs)
+        self._constants = {
+            v: v.data
+            for v in (*(i for n in self.nodes for i in n.inputs), *self.outputs)
+            if isinstance(v, Constant)
+        }
         for node in self.nodes:
             if not isinstance(node.op, ScalarOp):
                 raise TypeError(f"Composite can only contain scalar ops, got {node.op}")
@@ -766,7 +771,8 @@ class Composite(ScalarOp):
         return (
             tuple(key),
             tuple(
-                pos.get(o, ("c", getattr(o, "signature", lambda: id(o))())) for o in self.outputs
+                pos.get(o, ("c", o.signature() if isinstance(o, Constant) else id(o)))
+                for o in self.outputs
             ),
         )
 
@@ -809,8 +815,9 @@ class Composite(ScalarOp):
 
     def impl(self, *inputs: Any) -> Any:
         values: dict[Variable, Any] = dict(zip(self.inputs, inputs, strict=True))
+        values.update(self._constants)
         for node in self.nodes:
-            args = [values[v] if v in values else v.data for v in node.inputs]
+            args = [values[v] for v in node.inputs]
             out_dtype = node.outputs[0].type.dtype
             if out_dtype in float_dtypes or out_dtype in complex_dtypes:
                 # Integers feeding a float op are computed in the output's precision
@@ -823,7 +830,7 @@ class Composite(ScalarOp):
                 res = (res,)
             for o, r in zip(node.outputs, res, strict=True):
                 values[o] = np.asarray(r).astype(o.type.dtype, copy=False)
-        outs = tuple(values[o] if o in values else o.data for o in self.outputs)
+        outs = tuple(values[o] for o in self.outputs)
         return outs[0] if self.nout == 1 else outs
 
     def symbolic_grad(self, m, inputs, outputs, output_grads):  # type: ignore[no-untyped-def]

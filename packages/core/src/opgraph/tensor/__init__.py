@@ -16,7 +16,7 @@ from opgraph.tensor.basic import (
     unbroadcast,
 )
 from opgraph.tensor.elemwise import CAReduce, DimShuffle, Elemwise, Sum
-from opgraph.tensor.math import *  # noqa: F403
+from opgraph.tensor.math import *
 from opgraph.tensor.math import (
     abs_,
     add,
@@ -99,16 +99,16 @@ def tensor(
 
     return TensorType(dtype or config.floatX, broadcastable, shape=shape)(name)  # type: ignore[return-value]
 
+
+from opgraph.tensor import extra_ops, nlinalg, nnet, shared_randomstreams, slinalg
 from opgraph.tensor import random as raw_random
-from opgraph.tensor import shared_randomstreams
+from opgraph.tensor.axes import *
+from opgraph.tensor.extra_ops import *
 from opgraph.tensor.jacobian import hessian, jacobian
-from opgraph.tensor.subtensor import *
-from opgraph.tensor import nlinalg, nnet, slinalg
+from opgraph.tensor.joining import *
 from opgraph.tensor.nlinalg import alloc_diag, diag, extract_diag, trace
 from opgraph.tensor.shape import *
-from opgraph.tensor.axes import *
-from opgraph.tensor.structure import *
-from opgraph.tensor.joining import *
-from opgraph.tensor.extra_ops import *
 from opgraph.tensor.sort import *
-from opgraph.tensor import extra_ops
+from opgraph.tensor.structure import *
+from opgraph.tensor.subtensor import *
+from opgraph.gradient import Lop, Rop, grad, verify_grad

@@ -65,7 +65,8 @@ def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None)
         if not isinstance(x.type, TensorType):
             raise _AsTensorError(
                 f"expected a tensor variable, got {x} of type {x.type}. "
-                "HINT: convert it with the plugin's own conversion op (e.g. sparse.dense_from_sparse)."
+                "HINT: convert it with the plugin's own conversion op "
+                "(e.g. sparse.dense_from_sparse)."
             )
         if ndim is not None and x.type.ndim != ndim:
             extra = x.type.ndim - ndim

@@ -138,24 +138,17 @@ __all__ = [  # noqa: RUF022 (grouped by topic)
 _elemwise_of: dict[ps.ScalarOp, Elemwise] = {}
 
 
-def _scal_elemwise(scalar_op: ps.ScalarOp, name: str, doc: str) -> tuple[Any, Any]:
-    """Return the tensor function applying ``scalar_op`` elementwise, and its in-place twin."""
+def _scal_elemwise(scalar_op: ps.ScalarOp, name: str, doc: str) -> tuple[Elemwise, Elemwise]:
+    """Return the Elemwise op applying ``scalar_op`` (Theano's ``tensor.<name>``) and its
+    in-place twin. The ops are called like functions: ``add(x, y)``, ``add_inplace(x, y)``."""
     op = Elemwise(scalar_op, name=f"Elemwise{{{name},no_inplace}}")
     inplace_op = Elemwise(scalar_op, {0: 0}, name=f"Elemwise{{{name},inplace}}")
+    op.__doc__ = doc
+    inplace_op.__doc__ = f"In-place version of ``{name}`` (overwrites its first input)."
+    op.function_name = name
+    inplace_op.function_name = f"{name}_inplace"
     _elemwise_of[scalar_op] = op
-
-    def fn(*inputs: Any) -> Any:
-        return op(*inputs)
-
-    def fn_inplace(*inputs: Any) -> Any:
-        return inplace_op(*inputs)
-
-    fn.__name__, fn.__qualname__, fn.__doc__ = name, name, doc
-    fn_inplace.__name__ = fn_inplace.__qualname__ = f"{name}_inplace"
-    fn_inplace.__doc__ = f"In-place version of :func:`{name}` (overwrites its first input)."
-    fn.op = op  # type: ignore[attr-defined]
-    fn_inplace.op = inplace_op  # type: ignore[attr-defined]
-    return fn, fn_inplace
+    return op, inplace_op
 
 
 def apply_scalar_op(op: ps.ScalarOp, *args: Any) -> Any:
@@ -232,7 +225,9 @@ erfinv, erfinv_inplace = _scal_elemwise(ps.erfinv, "erfinv", "Elementwise invers
 gamma, gamma_inplace = _scal_elemwise(ps.gamma, "gamma", "Elementwise gamma function.")
 gammaln, gammaln_inplace = _scal_elemwise(ps.gammaln, "gammaln", "Elementwise log-gamma.")
 psi, psi_inplace = _scal_elemwise(ps.psi, "psi", "Elementwise digamma.")
-tri_gamma, tri_gamma_inplace = _scal_elemwise(ps.tri_gamma, "tri_gamma", "Elementwise trigamma (derivative of digamma).")
+tri_gamma, tri_gamma_inplace = _scal_elemwise(
+    ps.tri_gamma, "tri_gamma", "Elementwise trigamma (derivative of digamma)."
+)
 sigmoid, sigmoid_inplace = _scal_elemwise(
     ps.sigmoid, "sigmoid", "Elementwise ``1 / (1 + exp(-x))``."
 )
@@ -547,13 +542,12 @@ def _register_printers() -> None:
         ),
         IgnorePrinter(),
     )
-    for value in list(globals().values()):
-        op = getattr(value, "op", None)
-        if isinstance(op, Elemwise) and not op.inplace_pattern and value not in operators:
-            name = "fill" if value is second else value.__name__
+    for op in _elemwise_of.values():
+        if op not in operators:
+            name = "fill" if op is second else getattr(op, "function_name", str(op.scalar_op))
             pprint.assign(_ScalarOpIs(op.scalar_op), FunctionPrinter(name))
-    for fn, printer in operators.items():
-        pprint.assign(_ScalarOpIs(fn.op.scalar_op), printer)
+    for op, printer in operators.items():
+        pprint.assign(_ScalarOpIs(op.scalar_op), printer)
     pprint.assign(_ScalarOpIs(ps.abs_), PatternPrinter(("|%(0)s|", -1000)))
 
 

@@ -39,7 +39,9 @@ def tensor_shared_constructor(
         return None
     if isinstance(value, np.ndarray):
         arr = value if borrow else value.copy()
-    elif isinstance(value, np.generic | bool | int | float | complex) and not isinstance(value, str):
+    elif isinstance(value, np.generic | bool | int | float | complex) and not isinstance(
+        value, str
+    ):
         if isinstance(value, float) and not isinstance(value, np.generic):
             from opgraph.configdefaults import config
 

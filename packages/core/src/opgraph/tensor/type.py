@@ -25,7 +25,8 @@ def describe_value(data: Any) -> str:
     if isinstance(data, list | tuple):
         try:
             arr = np.asarray(data)
-            return f"a Python {type(data).__name__} (as an array: dtype {arr.dtype}, shape {arr.shape})"
+            kind = type(data).__name__
+            return f"a Python {kind} (as an array: dtype {arr.dtype}, shape {arr.shape})"
         except Exception:
             return f"a Python {type(data).__name__}"
     return f"a {type(data).__name__} ({data!r})"[:200]

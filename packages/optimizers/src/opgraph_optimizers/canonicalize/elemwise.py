@@ -15,12 +15,15 @@ from typing import Any
 import numpy as np
 
 import opgraph.scalar.basic as ps
-from opgraph.gradient import _GradBlock
+import opgraph.tensor.math as tm
+from opgraph.gradient import GradBlock
 from opgraph.graph.basic import Apply, Variable
 from opgraph.rewriting import node_rewriter
+from opgraph.scalar.type import discrete_dtypes
 from opgraph.tensor.basic import Rebroadcast
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
 from opgraph_optimizers.canonicalize.utils import (
+    CAST_OPS,
     as_type_of,
     broadcast_constant,
     elemwise_inputs,
@@ -91,7 +94,7 @@ def local_dimshuffle_lift(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 @rewrites.canonicalize
 @rewrites.specialize
-@node_rewriter([Elemwise])
+@node_rewriter(CAST_OPS)
 def local_useless_cast(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``cast(x, x.dtype) -> x``."""
     ins = elemwise_inputs(node, ps.Cast)
@@ -102,7 +105,7 @@ def local_useless_cast(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 @rewrites.canonicalize
 @rewrites.specialize
-@node_rewriter([Elemwise])
+@node_rewriter(CAST_OPS)
 def local_cast_cast(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``cast(cast(x, t1), t2) -> cast(x, t2)`` when ``t1`` holds every value of ``x``."""
     ins = elemwise_inputs(node, ps.Cast)
@@ -152,9 +155,12 @@ def local_rebroadcast_rebroadcast(fgraph: Any, node: Apply) -> list[Variable] | 
 
 @rewrites.canonicalize
 @rewrites.specialize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.add, tm.mul, tm.identity, tm.eq, tm.neq])
 def local_useless_elemwise(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``add(x)``, ``mul(x)``, ``identity(x)`` -> ``x``; ``eq(x, x) -> 1``; ``neq(x, x) -> 0``."""
+    """``add(x)``, ``mul(x)``, ``identity(x)`` -> ``x``; ``eq(x, x) -> 1``, ``neq(x, x) -> 0``.
+
+    The comparisons only for integers (``nan == nan`` is false).
+    """
     op = scalar_op_of(node)
     if op is None:
         return None
@@ -162,13 +168,18 @@ def local_useless_elemwise(fgraph: Any, node: Apply) -> list[Variable] | None:
     ins = node.inputs
     if isinstance(op, ps.Add | ps.Mul | ps.Identity) and len(ins) == 1:
         new = as_type_of(ins[0], out)
-    elif isinstance(op, ps.EQ | ps.NEQ) and ins[0] is ins[1]:
+    elif isinstance(op, ps.EQ | ps.NEQ) and ins[0] is ins[1] and _no_nan(ins[0]):
         value = isinstance(op, ps.EQ)
         const = broadcast_constant(value, out.type.dtype, out.type.ndim)
         new = as_type_of(const, out, models=[ins[0]])
     else:
         return None
     return None if new is None else [new]
+
+
+def _no_nan(x: Variable) -> bool:
+    """True for dtypes without NaN (``x == x`` is then always true)."""
+    return x.type.dtype in discrete_dtypes
 
 
 # ------------------------------------------------------------------ fill
@@ -199,7 +210,7 @@ def local_fill_sink(fgraph: Any, node: Apply) -> list[Variable] | None:
 @rewrites.canonicalize("shape_unsafe")
 @rewrites.stabilize("shape_unsafe")
 @rewrites.specialize("shape_unsafe")
-@node_rewriter([Elemwise])
+@node_rewriter([tm.second])
 def local_useless_fill(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``fill(x, y) -> y`` when ``y`` already has the result's type (so its shape too)."""
     ins = elemwise_inputs(node, ps.Second)
@@ -212,7 +223,7 @@ def local_useless_fill(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 
 @rewrites.canonicalize
-@node_rewriter([_GradBlock])
+@node_rewriter([GradBlock])
 def local_remove_grad_block(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``disconnected_grad(x) -> x``, ``zero_grad(x) -> x``: they only act on gradients."""
     (x,) = node.inputs

@@ -21,13 +21,11 @@ import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Variable
 from opgraph.rewriting import node_rewriter, pattern_rewriter
 from opgraph.scalar.type import discrete_dtypes, uint_dtypes
-from opgraph.tensor.elemwise import Elemwise
 from opgraph_optimizers.canonicalize.utils import (
     as_type_of,
     broadcast_constant,
     elemwise_inputs,
     is_neg,
-    same_terms,
     scalar_constant,
     scalar_op_of,
 )
@@ -37,9 +35,7 @@ __all__ = [
     "Canonizer",
     "local_add_canonizer",
     "local_add_mul_fusion",
-    "local_add_zero",
     "local_mul_canonizer",
-    "local_mul_one",
     "local_neg_neg",
     "local_neg_to_mul",
     "local_pow_canonicalize",
@@ -47,12 +43,11 @@ __all__ = [
 
 
 # ------------------------------------------------------------------ identities (patterns)
+# ``x * 1 -> x`` and ``x + 0 -> x`` are the canonizers' (a neutral constant is dropped).
 
 local_neg_neg = rewrites.canonicalize(
-    pattern_rewriter("local_neg_neg", (tm.neg.op, (tm.neg.op, "x")), "x")
+    pattern_rewriter("local_neg_neg", (tm.neg, (tm.neg, "x")), "x")
 )
-local_mul_one = rewrites.canonicalize(pattern_rewriter("local_mul_one", (tm.mul.op, "x", 1), "x"))
-local_add_zero = rewrites.canonicalize(pattern_rewriter("local_add_zero", (tm.add.op, "x", 0), "x"))
 
 
 # ------------------------------------------------------------------ the canonizers
@@ -133,7 +128,12 @@ class Canonizer:
         stack: list[tuple[Variable, bool]] = [(out, True)]
         while stack:
             var, positive = stack.pop()
-            children = self._node_terms(var) if var is out else self._expandable(var, dtype)
+            if var.owner is None:
+                children = None
+            elif var is out:
+                children = self._node_terms(var)
+            else:
+                children = self._expandable(var, dtype)
             if children is None:
                 (num if positive else denum).append(var)
                 continue
@@ -156,11 +156,15 @@ class Canonizer:
     # -- simplifying
     def simplify(
         self, num: Sequence[Variable], denum: Sequence[Variable], dtype: str
-    ) -> tuple[list[Variable | Any], list[Variable]]:
+    ) -> tuple[list[Variable | Any], list[Variable], bool]:
         """Cancel terms present on both sides and fold the scalar constants.
 
-        The folded constant (a NumPy value, absent if it is the neutral element) comes
-        first in the returned numerator.
+        Returns the new numerator (the folded constant, a NumPy value, first; absent if it
+        is the neutral element), the new denominator, and whether anything changed. A
+        single constant of the numerator that is not the neutral element is no change, even
+        if it sits elsewhere or has another dtype (Theano's rule): only cancelled terms,
+        several constants folded into one, a constant divided out or a neutral element
+        dropped are.
         """
         kept: list[Variable | None] = list(num)
         where: dict[int, list[int]] = {}
@@ -173,33 +177,53 @@ class Canonizer:
                 kept[slots.pop()] = None
             else:
                 new_denum.append(v)
+        changed = len(new_denum) != len(denum)
         num_ct, denum_ct, new_num, rest_denum = [], [], [], []
         for v in kept:
-            if v is None:
-                continue
-            c = scalar_constant(v)
-            (new_num if c is None else num_ct).append(v if c is None else c)
+            if v is not None:
+                c = scalar_constant(v)
+                (new_num if c is None else num_ct).append(v if c is None else c)
         for v in new_denum:
             c = scalar_constant(v)
             (rest_denum if c is None else denum_ct).append(v if c is None else c)
         head: list[Any] = []
-        if num_ct or denum_ct:
+        n_const = len(num_ct) + len(denum_ct)
+        if n_const:
             value = np.asarray(self.fold(num_ct, denum_ct, dtype)).astype(dtype)
-            if value != self.neutral:
+            if value != self.neutral:  # NaN too
                 head = [value]
-        if not head and not new_num and rest_denum and self.reciprocal is None:
+        needs_one = not head and not new_num and rest_denum and self.reciprocal is None
+        if needs_one:
             head = [np.asarray(self.neutral).astype(dtype)]  # 1 / x needs its 1
-        return head + new_num, rest_denum
+        if n_const > 1 or denum_ct or (n_const == 0 and needs_one):
+            changed = True
+        elif n_const == 1 and not needs_one and not head:
+            changed = True  # the neutral element dropped
+        elif head and not changed:
+            # Theano's canonical form: the one constant first, of the output's dtype.
+            first = scalar_constant(num[0]) if num else None
+            if first is None or np.asarray(first).dtype != np.dtype(dtype):
+                changed = True
+        return head + new_num, rest_denum, changed
 
     # -- rebuilding
     def _combine(self, terms: list[Variable], dtype: str) -> Variable | None:
+        """``main(*terms)``, computed in ``dtype`` where a term of another dtype would make
+        it differ: bool arithmetic, or a discrete product that could overflow."""
         if not terms:
             return None
-        if len(terms) == 1:
-            return terms[0]
-        if _continuous(dtype):  # a discrete product of several terms could overflow
-            terms = [t if _continuous(t.type.dtype) else tm.cast(t, dtype) for t in terms]
-        return self.main_fn(*terms)
+        several = len(terms) > 1
+        terms = [
+            tm.cast(t, dtype)
+            if t.type.dtype != dtype
+            and (
+                t.type.dtype == "bool"
+                or (several and _continuous(dtype) and not _continuous(t.type.dtype))
+            )
+            else t
+            for t in terms
+        ]
+        return self.main_fn(*terms) if several else terms[0]
 
     def build(self, num: list[Any], denum: list[Variable], out: Variable) -> Variable:
         """``main(num) inverse main(denum)`` (constants made of ``out``'s dtype)."""
@@ -223,36 +247,11 @@ class Canonizer:
         if out.type.dtype == "bool" or self._node_terms(out) is None or not self.is_top(out):
             return None
         num, denum = self.terms(out)
-        new_num, new_denum = self.simplify(num, denum, out.type.dtype)
-        if _unchanged(num, denum, new_num, new_denum):
+        new_num, new_denum, changed = self.simplify(num, denum, out.type.dtype)
+        if not changed:
             return None
         new = as_type_of(self.build(new_num, new_denum, out), out, models=num + denum)
         return None if new is None else [new]
-
-
-def _unchanged(
-    num: list[Variable], denum: list[Variable], new_num: list[Any], new_denum: list[Variable]
-) -> bool:
-    """True if simplifying found nothing to do: the same terms, in the same order.
-
-    A single constant (``x * 2``) may stay where it is and keep its dtype, as long as it
-    holds the folded value (Theano's rule): only cancelled terms, folded constants or a
-    dropped neutral element count as a change.
-    """
-    if not same_terms(denum, new_denum) or len(num) != len(new_num):
-        return False
-    if not new_num or isinstance(new_num[0], Variable):
-        return same_terms(num, new_num)
-    value = new_num[0]
-    consts = [k for k, v in enumerate(num) if scalar_constant(v) is not None]
-    if len(consts) != 1 or any(scalar_constant(v) is not None for v in denum):
-        return False
-    (k,) = consts
-    c = scalar_constant(num[k])
-    with np.errstate(all="ignore"):
-        if not bool(np.asarray(c).astype(value.dtype) == value):
-            return False
-    return same_terms(num[:k] + num[k + 1 :], new_num[1:])
 
 
 def _fold_mul(num: list[Any], denum: list[Any], dtype: str) -> Any:
@@ -282,14 +281,14 @@ add_canonizer = Canonizer(ps.Add, ps.Sub, ps.Neg, tm.add, tm.sub, tm.neg, neutra
 
 
 @rewrites.canonicalize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.mul, tm.true_div])
 def local_mul_canonizer(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``(x * y) / (y * z) -> x / z``; ``x * 1 -> x``; ``2 * x * 3 -> 6 * x``."""
     return mul_canonizer.transform(node)
 
 
 @rewrites.canonicalize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.add, tm.sub, tm.neg, tm.mul])
 def local_add_canonizer(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``(x + y) - (y + z) -> x - z``; ``x - x -> 0``; ``x + 0 -> x``."""
     return add_canonizer.transform(node)
@@ -299,7 +298,7 @@ def local_add_canonizer(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 
 @rewrites.canonicalize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.add, tm.mul])
 def local_add_mul_fusion(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``add(add(a, b), c) -> add(a, b, c)`` (and ``mul``), through every single-client level."""
     op = scalar_op_of(node)
@@ -332,7 +331,7 @@ def local_add_mul_fusion(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 
 @rewrites.canonicalize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.neg])
 def local_neg_to_mul(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``neg(x) -> mul(-1, x)``: the one form of negation canonicalize works with."""
     ins = elemwise_inputs(node, ps.Neg)
@@ -346,7 +345,7 @@ def local_neg_to_mul(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 
 @rewrites.canonicalize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.pow])
 def local_pow_canonicalize(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``x ** 1 -> x``; ``x ** 0 -> ones_like(x)``."""
     ins = elemwise_inputs(node, ps.Pow)

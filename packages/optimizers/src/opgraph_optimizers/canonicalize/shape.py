@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 import opgraph.scalar.basic as ps
+import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Variable
 from opgraph.rewriting import node_rewriter
-from opgraph.tensor.elemwise import Elemwise
 from opgraph.tensor.shape import Reshape, shape_i
 from opgraph.tensor.structure import Alloc, alloc
 from opgraph_optimizers.canonicalize.utils import elemwise_inputs
@@ -44,7 +44,7 @@ def local_reshape_reshape(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 
 @rewrites.specialize
-@node_rewriter([Elemwise])
+@node_rewriter([tm.second])
 def local_fill_to_alloc(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``fill(x, v) -> alloc(v, *x.shape)`` (where ``v`` is broadcast, its own lengths)."""
     ins = elemwise_inputs(node, ps.Second)

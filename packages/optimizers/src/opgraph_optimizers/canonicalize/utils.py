@@ -8,7 +8,7 @@ give a replacement the exact type of the variable it replaces?" (:func:`as_type_
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -16,10 +16,12 @@ import numpy as np
 import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.scalar.type import all_dtypes, get_scalar_type, uint_dtypes
 from opgraph.tensor.basic import Rebroadcast, constant
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
 
 __all__ = [
+    "CAST_OPS",
     "as_type_of",
     "broadcast_constant",
     "clients_of",
@@ -29,6 +31,10 @@ __all__ = [
     "scalar_constant",
     "scalar_op_of",
 ]
+
+
+#: The Elemwise casts to every dtype: rewriters of casts track these (equal to any cast op).
+CAST_OPS = [Elemwise(ps.Cast(get_scalar_type(d))) for d in all_dtypes]
 
 
 def scalar_op_of(x: Variable | Apply | None) -> ps.ScalarOp | None:
@@ -108,9 +114,19 @@ def is_neg(var: Variable) -> Variable | None:
 
 
 def negate(var: Variable) -> Variable:
-    """``-var``, without a double negation: ``x`` for ``neg(x)`` or ``mul(-1, x)``."""
+    """``-var`` without a double negation: ``x`` for ``neg(x)`` or ``mul(-1, x)``,
+    ``x + b`` for ``-x - b``, ``b - a`` for ``a - b``."""
     inner = is_neg(var)
-    return inner if inner is not None else tm.neg(var)
+    if inner is not None:
+        return inner
+    ins = elemwise_inputs(var, ps.Sub)
+    if ins is not None and var.type.dtype not in uint_dtypes:
+        a, b = ins
+        minus_a = is_neg(a)
+        new = tm.add(minus_a, b) if minus_a is not None else tm.sub(b, a)
+        if new.type == var.type:
+            return new
+    return tm.neg(var)
 
 
 def _pad(var: Variable, ndim: int) -> Variable:
@@ -156,16 +172,3 @@ def as_type_of(new: Variable, out: Variable, models: Iterable[Variable] = ()) ->
             return None
         new = converted
     return new
-
-
-def same_terms(a: Sequence[Variable], b: Sequence[Variable]) -> bool:
-    """True if two term lists hold the same variables (constants compared by value)."""
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b, strict=True):
-        if x is y:
-            continue
-        cx, cy = scalar_constant(x), scalar_constant(y)
-        if cx is None or cy is None or cx.dtype != cy.dtype or cx != cy:
-            return False
-    return True

@@ -1,0 +1,288 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The precompiled driver of generated elementwise kernels.
+
+A generated module (see :mod:`opgraph_c.codegen.elemwise`) holds only the loops, compiled
+for one scalar function and one set of dtypes: ``contig`` (contiguous operands, scalars
+hoisted; the loop gcc vectorises), ``strided`` (one dimension, any byte steps, 0 for a
+broadcast operand) and, when built with OpenMP, ``parallel`` (the contiguous loop split
+over threads). It exports them as an ``opg_elemwise_kernel`` table in a capsule.
+
+:class:`ElemwiseThunk` does the rest, per call, in C: reads the input cells, checks shapes
+with Elemwise's broadcasting rules (same error text as ``Elemwise.perform``), allocates the
+outputs (or reuses the destroyed input for an in-place output), then calls the contiguous
+loop over the whole array when every operand is C-contiguous, else collapses dimensions and
+walks the outer ones, calling the contiguous or strided loop for the innermost one.
+"""
+
+cimport numpy as cnp
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+
+from opgraph_c._vm cimport CThunk
+
+import numpy as np
+
+cnp.import_array()
+
+
+cdef extern from "opgraph_c_prelude.h":
+    ctypedef void (*opg_contig_fn)(ptrdiff_t, ptrdiff_t, char**) noexcept nogil
+    ctypedef void (*opg_strided_fn)(ptrdiff_t, char**, const ptrdiff_t*) noexcept nogil
+    ctypedef void (*opg_parallel_fn)(ptrdiff_t, char**, int) noexcept nogil
+    ctypedef struct opg_elemwise_kernel:
+        int abi
+        int nin
+        int nout
+        opg_contig_fn contig
+        opg_strided_fn strided
+        opg_parallel_fn parallel
+    int OPG_ELEMWISE_ABI
+
+
+cdef enum:
+    MAX_OPERANDS = 32
+    MAX_DIMS = 32
+    # Release the GIL only for loops at least this long (releasing costs ~100 ns).
+    NOGIL_SIZE = 4096
+
+#: Limits of the driver; nodes beyond them run their Op's perform.
+LIMITS = {"operands": MAX_OPERANDS, "ndim": MAX_DIMS}
+ABI = OPG_ELEMWISE_ABI
+
+
+cdef void _walk(opg_elemwise_kernel* k, int nops, int m, const Py_ssize_t* cshape,
+                ptrdiff_t (*cstrides)[MAX_DIMS], char** base, bint inner_contig) noexcept nogil:
+    """Call the inner loop over the last of ``m`` collapsed dimensions, for each outer index."""
+    cdef Py_ssize_t idx[MAX_DIMS]
+    cdef char* cur[MAX_OPERANDS]
+    cdef ptrdiff_t steps[MAX_OPERANDS]
+    cdef Py_ssize_t inner = cshape[m - 1]
+    cdef int d, j
+    for j in range(nops):
+        cur[j] = base[j]
+        steps[j] = cstrides[j][m - 1]
+    for d in range(m):
+        idx[d] = 0
+    while True:
+        if inner_contig:
+            k.contig(0, inner, cur)
+        else:
+            k.strided(inner, cur, steps)
+        d = m - 2
+        while d >= 0:
+            idx[d] += 1
+            for j in range(nops):
+                cur[j] += cstrides[j][d]
+            if idx[d] < cshape[d]:
+                break
+            for j in range(nops):
+                cur[j] -= cstrides[j][d] * cshape[d]
+            idx[d] = 0
+            d -= 1
+        if d < 0:
+            return
+
+
+cdef class ElemwiseThunk(CThunk):
+    """Runs one Elemwise node with a generated kernel.
+
+    Parameters
+    ----------
+    module
+        The generated module (kept alive while the thunk is).
+    capsule
+        Its ``ELEMWISE_KERNEL`` capsule.
+    node
+        The Apply node (for messages).
+    in_cells, out_cells
+        The node's storage cells.
+    in_dtypes, out_dtypes
+        NumPy dtypes of the inputs and outputs.
+    bcast
+        Per input, its type's broadcastable pattern.
+    hoisted
+        Per input, whether the kernel reads it once per loop (every dimension broadcastable).
+    inplace
+        ``{output: input}`` whose buffer the output overwrites.
+    threshold, nthreads
+        Use the parallel loop from ``threshold`` elements on, with ``nthreads`` threads.
+    """
+
+    cdef object module
+    cdef opg_elemwise_kernel* k
+    cdef public object node
+    cdef int nin, nout, ndim
+    cdef list in_cells, out_cells
+    cdef tuple in_dtypes, out_dtypes
+    cdef int in_typenum[MAX_OPERANDS]
+    cdef int out_typenum[MAX_OPERANDS]
+    cdef Py_ssize_t itemsize[MAX_OPERANDS]
+    cdef int inplace[MAX_OPERANDS]
+    cdef unsigned char hoisted[MAX_OPERANDS]
+    cdef unsigned char bcast[MAX_OPERANDS][MAX_DIMS]
+    cdef Py_ssize_t threshold
+    cdef int nthreads
+
+    def __init__(self, module, capsule, node, list in_cells, list out_cells, in_dtypes,
+                 out_dtypes, bcast, hoisted, dict inplace, Py_ssize_t threshold,
+                 int nthreads):
+        if not PyCapsule_IsValid(capsule, b"opgraph_c.elemwise"):
+            raise TypeError(f"{module!r} has no valid ELEMWISE_KERNEL capsule")
+        self.k = <opg_elemwise_kernel*>PyCapsule_GetPointer(capsule, b"opgraph_c.elemwise")
+        nin, nout = len(in_cells), len(out_cells)
+        if self.k.abi != OPG_ELEMWISE_ABI or self.k.nin != nin or self.k.nout != nout:
+            raise TypeError(
+                f"{module!r} was built for another kernel ABI or arity "
+                f"(abi {self.k.abi}, {self.k.nin} -> {self.k.nout}); expected abi "
+                f"{OPG_ELEMWISE_ABI}, {nin} -> {nout}"
+            )
+        ndim = len(bcast[0]) if nin else 0
+        if nin + nout > MAX_OPERANDS or ndim > MAX_DIMS:
+            raise ValueError(f"{node} has too many operands or dimensions for the C driver")
+        self.module = module
+        self.node = node
+        self.nin, self.nout, self.ndim = nin, nout, ndim
+        self.in_cells, self.out_cells = in_cells, out_cells
+        self.inputs, self.outputs = in_cells, out_cells
+        self.lazy = False
+        self.in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
+        self.out_dtypes = tuple(np.dtype(d) for d in out_dtypes)
+        for i in range(nin):
+            self.in_typenum[i] = self.in_dtypes[i].num
+            self.itemsize[i] = self.in_dtypes[i].itemsize
+            self.hoisted[i] = bool(hoisted[i])
+            for d in range(ndim):
+                self.bcast[i][d] = bool(bcast[i][d])
+        for j in range(nout):
+            self.out_typenum[j] = self.out_dtypes[j].num
+            self.itemsize[nin + j] = self.out_dtypes[j].itemsize
+            self.inplace[j] = inplace.get(j, -1)
+        self.threshold = threshold
+        self.nthreads = nthreads
+
+    cdef cnp.ndarray _input(self, object value, int i):
+        """Input ``i`` as an aligned, native ndarray of the expected dtype and ndim."""
+        cdef cnp.ndarray a
+        if cnp.PyArray_Check(value):
+            a = <cnp.ndarray>value
+            if (cnp.PyArray_TYPE(a) == self.in_typenum[i] and cnp.PyArray_ISALIGNED(a)
+                    and cnp.PyArray_ISNOTSWAPPED(a) and cnp.PyArray_NDIM(a) == self.ndim):
+                return a
+        if value is None:
+            raise ValueError(f"input {i} of {self.node} has no value (its cell is empty)")
+        a = np.require(value, self.in_dtypes[i], ["A"])
+        if a.dtype != self.in_dtypes[i]:
+            a = a.astype(self.in_dtypes[i])
+        if cnp.PyArray_NDIM(a) != self.ndim:
+            raise ValueError(
+                f"input {i} of {self.node} has {cnp.PyArray_NDIM(a)} dimension(s), its type "
+                f"{self.node.inputs[i].type} has {self.ndim}"
+            )
+        return a
+
+    cdef int run(self) except -1:
+        cdef int nin = self.nin, nout = self.nout, nd = self.ndim
+        cdef Py_ssize_t shape[MAX_DIMS]
+        cdef int first[MAX_DIMS]
+        cdef Py_ssize_t size = 1, n
+        cdef cnp.npy_intp* dims
+        cdef cnp.ndarray a
+        cdef list arrays = []
+        cdef int i, j, d
+        for i in range(nin):
+            arrays.append(self._input((<list>self.in_cells[i])[0], i))
+        for d in range(nd):
+            shape[d] = -1
+            first[d] = 0
+        for i in range(nin):
+            a = <cnp.ndarray>arrays[i]
+            dims = cnp.PyArray_DIMS(a)
+            for d in range(nd):
+                n = dims[d]
+                if self.bcast[i][d]:
+                    if n != 1:
+                        raise ValueError(
+                            f"input {i} of {self.node} has length {n} in dimension {d}, "
+                            "which its type says is broadcastable (length 1)"
+                        )
+                elif shape[d] < 0:
+                    shape[d] = n
+                    first[d] = i
+                elif n != shape[d]:
+                    raise ValueError(
+                        f"Input dimension mis-match. (input[{first[d]}].shape[{d}] = "
+                        f"{shape[d]}, input[{i}].shape[{d}] = {n})"
+                    )
+        for d in range(nd):
+            if shape[d] < 0:
+                shape[d] = 1
+            size *= shape[d]
+        for j in range(nout):
+            i = self.inplace[j]
+            if i >= 0:
+                a = <cnp.ndarray>arrays[i]
+                if not cnp.PyArray_ISWRITEABLE(a):
+                    a = a.copy()
+                    arrays[i] = a
+            else:
+                a = cnp.PyArray_EMPTY(nd, <cnp.npy_intp*>shape, self.out_typenum[j], 0)
+            arrays.append(a)
+        if size > 0:
+            self._compute(arrays, shape, size)
+        for j in range(nout):
+            (<list>self.out_cells[j])[0] = arrays[nin + j]
+        return 0
+
+    cdef int _compute(self, list arrays, Py_ssize_t* shape, Py_ssize_t size) except -1:
+        cdef int nops = self.nin + self.nout, nd = self.ndim, m = 0, i, d
+        cdef char* ptrs[MAX_OPERANDS]
+        cdef ptrdiff_t strides[MAX_OPERANDS][MAX_DIMS]
+        cdef Py_ssize_t cshape[MAX_DIMS]
+        cdef cnp.ndarray a
+        cdef bint flat = True, merge, inner_contig = True
+        cdef opg_elemwise_kernel* k = self.k
+        for i in range(nops):
+            a = <cnp.ndarray>arrays[i]
+            ptrs[i] = cnp.PyArray_BYTES(a)
+            if i < self.nin and self.hoisted[i]:
+                continue
+            if not cnp.PyArray_IS_C_CONTIGUOUS(a) or cnp.PyArray_SIZE(a) != size:
+                flat = False
+        if flat:
+            if k.parallel != NULL and size >= self.threshold and self.nthreads > 1:
+                with nogil:
+                    k.parallel(size, ptrs, self.nthreads)
+            elif size >= NOGIL_SIZE:
+                with nogil:
+                    k.contig(0, size, ptrs)
+            else:
+                k.contig(0, size, ptrs)
+            return 0
+        # General path: byte strides (0 where an operand is broadcast), dims collapsed.
+        for d in range(nd):
+            if shape[d] == 1:
+                continue
+            merge = m > 0
+            for i in range(nops):
+                a = <cnp.ndarray>arrays[i]
+                strides[i][m] = 0 if cnp.PyArray_DIM(a, d) == 1 else cnp.PyArray_STRIDE(a, d)
+                if merge and strides[i][m - 1] != strides[i][m] * shape[d]:
+                    merge = False
+            if merge:
+                cshape[m - 1] *= shape[d]
+                for i in range(nops):
+                    strides[i][m - 1] = strides[i][m]
+            else:
+                cshape[m] = shape[d]
+                m += 1
+        if m == 0:
+            k.contig(0, 1, ptrs)
+            return 0
+        for i in range(nops):
+            if strides[i][m - 1] != self.itemsize[i] and not (i < self.nin and self.hoisted[i]):
+                inner_contig = False
+        if size >= NOGIL_SIZE:
+            with nogil:
+                _walk(k, nops, m, cshape, strides, ptrs, inner_contig)
+        else:
+            _walk(k, nops, m, cshape, strides, ptrs, inner_contig)
+        return 0

@@ -1,0 +1,477 @@
+"""The compile cache of generated modules: keyed, locked, written atomically, self-repairing.
+
+Layout under ``<config.compiledir>/c``::
+
+    kernels/ab/<key>/<module>.pyx, <module><EXT_SUFFIX>, manifest.json
+    index/ab/<key>.json   for a kernel built inside a shared module: that module and suffix
+    locks/<key>.lock      per-key file locks (filelock)
+    tmp/                  builds in progress, renamed into kernels/ when complete
+    failed/<key>/         sources of builds that failed, for the error message to point at
+
+The key is a SHA-256 of the module's source, the toolchain fingerprint (compiler, flags,
+CPU with ``-march=native``, Python/NumPy/Cython/opgraph_c versions, the prelude header) and
+the kernel entry's owner and ``version``. A build happens in ``tmp/`` under the key's lock
+and is renamed into place in one step, so a visible entry is always complete; processes
+that find no entry take the lock, look again, and only the first one builds. An entry whose
+manifest is missing or unreadable, names another key, or whose module's size or SHA-256
+differs (a truncated copy, a foreign file) is dropped and rebuilt; so is one that fails to
+import.
+
+Kernels that may share a module (:class:`~opgraph_c.spec.BundlePart`, backend-c's elementwise
+loops) and are missing together are built as one module per CPU (one Cython and one compiler
+run each instead of one per kernel); an index file per kernel key names the module holding
+it, written after that module is in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from opgraph_c.codegen.elemwise import ID, assemble
+from opgraph_c.compiler import CompileError, Toolchain, cythonize, get_toolchain, link
+from opgraph_c.spec import CModule
+
+__all__ = ["BuildRequest", "KernelCache", "get_cache"]
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+#: A lock not obtained within this many seconds prints a "waiting" line, then waits on.
+WAIT_NOTICE_S = 2.0
+#: At most this many kernels share one module.
+MAX_BUNDLE = 64
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """One module to have in the cache: its spec, key and module name."""
+
+    spec: CModule
+    key: str
+
+    @property
+    def module_name(self) -> str:
+        return self.name_of(self.key)
+
+    @staticmethod
+    def name_of(key: str) -> str:
+        """The Python module name of the entry of ``key``."""
+        return f"opgraph_ck_{key[:24]}"
+
+
+class _PartView:
+    """One kernel of a module: its capsule as ``ELEMWISE_KERNEL``, the module's other names."""
+
+    def __init__(
+        self, module: ModuleType, capsule_name: str = "", *, suffix: str = "", capsule: Any = None
+    ) -> None:
+        self.module = module
+        self.__name__ = f"{module.__name__}[{suffix or 'alone'}]"
+        self.ELEMWISE_KERNEL = capsule if capsule is not None else getattr(module, capsule_name)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.module, name)
+
+
+class KernelCache:
+    """Generated modules on disk (shared by processes) and loaded in this process.
+
+    Parameters
+    ----------
+    root
+        The cache directory (default ``<config.compiledir>/c``, read at first use).
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self._root = Path(root) if root is not None else None
+        self._loaded: dict[str, ModuleType] = {}
+        self._lock = threading.RLock()
+        self.builds = 0  # modules this process compiled (tests and progress lines read it)
+        self.import_errors: dict[str, str] = {}
+
+    # ---- paths
+
+    @property
+    def root(self) -> Path:
+        """The cache directory."""
+        if self._root is None:
+            from opgraph.configdefaults import config
+
+            return Path(str(config.compiledir)) / "c"
+        return self._root
+
+    def entry_dir(self, key: str) -> Path:
+        """Where the module of ``key`` lives once built."""
+        return self.root / "kernels" / key[:2] / key
+
+    # ---- keys
+
+    def request(
+        self, spec: CModule, kernel: Any = None, toolchain: Toolchain | None = None
+    ) -> BuildRequest:
+        """The :class:`BuildRequest` (with its cache key) for ``spec`` from entry ``kernel``."""
+        toolchain = toolchain or get_toolchain()
+        payload = {
+            "source": spec.source,
+            "openmp": spec.openmp,
+            "toolchain": toolchain.fingerprint,
+            "entry": [getattr(kernel, "owner", None), str(getattr(kernel, "version", ""))],
+        }
+        blob = json.dumps(payload, sort_keys=True).encode()
+        return BuildRequest(spec, hashlib.sha256(blob).hexdigest())
+
+    # ---- loading
+
+    def load(self, spec: CModule, kernel: Any = None) -> Any:
+        """The loaded module for ``spec`` (for a bundle part, a view of its capsule in the
+        module holding it), compiled first if no process built it yet."""
+        req = self.request(spec, kernel)
+        module = self._loaded.get(req.key)
+        if module is None:
+            self.ensure([req])
+            module = self._loaded[req.key]
+        return module
+
+    def ensure(self, requests: list[BuildRequest]) -> None:
+        """Load every request's module, building the missing ones (with progress lines)."""
+        with self._lock:
+            missing = []
+            for req in {r.key: r for r in requests}.values():
+                if req.key in self._loaded:
+                    continue
+                module = self._try_load(req)
+                if module is None:
+                    missing.append(req)
+            if missing:
+                self._build_locked(missing)
+
+    def _try_load(self, req: BuildRequest) -> Any:
+        """Load a valid entry of ``req`` (its own module, or the bundle its index names);
+        None if there is none or it failed to import."""
+        module = self._import_entry(req.key, req.module_name)
+        part = req.spec.part
+        if module is not None:
+            result = module if part is None else _PartView(module, part.capsule.replace(ID, ""))
+        elif part is not None:
+            result = self._from_index(req)
+        else:
+            result = None
+        if result is not None:
+            self._loaded[req.key] = result
+        return result
+
+    def _import_entry(self, key: str, module_name: str) -> ModuleType | None:
+        so = self._valid_entry(key)
+        if so is None:
+            return None
+        try:
+            return _import(module_name, so)
+        except ImportError as exc:
+            self.import_errors[key] = f"{type(exc).__name__}: {exc}"
+            return None
+
+    def _from_index(self, req: BuildRequest) -> Any:
+        """The part of ``req`` in the bundle its index file names, or None."""
+        assert req.spec.part is not None
+        try:
+            index = json.loads(self._index_path(req.key).read_text(encoding="utf-8"))
+            bundle, suffix = str(index["module"]), str(index["suffix"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        module = self._import_entry(bundle, BuildRequest.name_of(bundle))
+        capsule = getattr(module, req.spec.part.capsule.replace(ID, suffix), None)
+        if module is None or capsule is None:
+            return None
+        return _PartView(module, suffix=suffix, capsule=capsule)
+
+    def _index_path(self, key: str) -> Path:
+        return self.root / "index" / key[:2] / f"{key}.json"
+
+    def _valid_entry(self, key: str) -> Path | None:
+        """The module file of a complete, uncorrupted entry of ``key``, else None."""
+        entry = self.entry_dir(key)
+        try:
+            manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+            if manifest.get("format") != FORMAT or manifest.get("key") != key:
+                return None
+            so = entry / manifest["so"]
+            data = so.read_bytes()
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        if len(data) != manifest.get("size") or hashlib.sha256(data).hexdigest() != manifest.get(
+            "sha256"
+        ):
+            return None
+        return so
+
+    # ---- building
+
+    def _build_locked(self, missing: list[BuildRequest]) -> None:
+        from filelock import FileLock, Timeout
+
+        locks = self.root / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with ExitStack() as stack:
+            for req in sorted(missing, key=lambda r: r.key):  # one order: no deadlock
+                lock = FileLock(str(locks / f"{req.key}.lock"))
+                try:
+                    lock.acquire(timeout=WAIT_NOTICE_S)
+                except Timeout:
+                    _progress(f"waiting for another process compiling {req.spec.name}")
+                    lock.acquire()
+                stack.callback(lock.release)
+            todo = [req for req in missing if self._try_load(req) is None]
+            if todo:
+                self._build(todo)
+
+    def _build(self, todo: list[BuildRequest]) -> None:
+        toolchain = get_toolchain()
+        units = self._units(todo, toolchain)
+        tmp_root = self.root / "tmp"
+        tmp_root.mkdir(parents=True, exist_ok=True)
+        if len(todo) > 1:
+            where = f" in {len(units)} modules" if len(units) != len(todo) else ""
+            _progress(f"compiling {len(todo)} C kernels{where}")
+        work = []
+        done = 0
+        for unit, parts in units:
+            for req, _ in parts:
+                done += 1
+                if len(todo) > 1:
+                    _progress(f"[{done}/{len(todo)}] {req.spec.name}")
+            tmp = tmp_root / f"{unit.key[:16]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            tmp.mkdir()
+            pyx = tmp / f"{unit.module_name}.pyx"
+            pyx.write_text(unit.spec.source, encoding="utf-8")
+            try:
+                c_file = cythonize(pyx, unit.spec.name)
+            except CompileError as exc:
+                raise self._keep_failed(unit, tmp, exc) from None
+            work.append((unit, tmp, c_file))
+
+        def compile_one(item: tuple[BuildRequest, Path, Path]) -> None:
+            unit, tmp, c_file = item
+            so = tmp / f"{unit.module_name}{_ext_suffix()}"
+            try:
+                link(toolchain, c_file, so, unit.spec.name, unit.spec.openmp)
+            except CompileError as exc:
+                raise self._keep_failed(unit, tmp, exc) from None
+            self._publish(unit, tmp, so, toolchain)
+
+        workers = min(len(work), os.cpu_count() or 1)
+        if workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
+                for future in [pool.submit(compile_one, item) for item in work]:
+                    future.result()
+        else:
+            for item in work:
+                compile_one(item)
+        for unit, parts in units:
+            for req, suffix in parts:
+                if req is not unit:
+                    self._write_index(req.key, unit.key, suffix)
+        for req in todo:
+            if self._try_load(req) is None:
+                raise CompileError(
+                    f"opgraph_c: the C kernel for {req.spec.name} was built under "
+                    f"{self.root} but cannot be imported: "
+                    f"{self.import_errors.get(req.key, 'unknown error')}.\nHINT: run "
+                    "`python -m opgraph cache clear` and try again."
+                )
+
+    def _units(
+        self, todo: list[BuildRequest], toolchain: Toolchain
+    ) -> list[tuple[BuildRequest, list[tuple[BuildRequest, str]]]]:
+        """Group ``todo`` into modules to build: bundle parts share one module per worker
+        (each costs one Cython and one compiler run); the rest get one each."""
+        alone = [r for r in todo if r.spec.part is None]
+        parts = [r for r in todo if r.spec.part is not None]
+        units = [(r, [(r, "")]) for r in alone]
+        if len(parts) <= 1:
+            return units + [(r, [(r, "")]) for r in parts]
+        n_bundles = min(len(parts), max(os.cpu_count() or 1, -(-len(parts) // MAX_BUNDLE)))
+        for b in range(n_bundles):
+            group = parts[b::n_bundles]
+            if len(group) == 1:
+                units.append((group[0], [(group[0], "")]))
+                continue
+            suffixes = [f"_{k}" for k in range(len(group))]
+            source = assemble([r.spec.part for r in group], suffixes)  # type: ignore[misc]
+            spec = CModule(
+                name=f"a module of {len(group)} elementwise kernels",
+                source=source,
+                openmp=any(r.spec.openmp for r in group),
+            )
+            units.append((self.request(spec, None, toolchain), list(zip(group, suffixes))))
+        return units
+
+    def _write_index(self, key: str, module_key: str, suffix: str) -> None:
+        path = self._index_path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp.write_text(json.dumps({"module": module_key, "suffix": suffix}), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def _publish(self, req: BuildRequest, tmp: Path, so: Path, toolchain: Toolchain) -> None:
+        """Write the manifest and rename the finished build into place (under its lock)."""
+        data = so.read_bytes()
+        manifest = {
+            "format": FORMAT,
+            "key": req.key,
+            "module": req.module_name,
+            "so": so.name,
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "name": req.spec.name,
+            "created": time.time(),
+            "toolchain": toolchain.fingerprint,
+        }
+        c_file = so.with_name(f"{req.module_name}.c")
+        c_file.unlink(missing_ok=True)  # the .pyx stays; the C is 5,000 lines of Cython output
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        entry = self.entry_dir(req.key)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        if entry.exists():  # corrupt or foreign: we hold the lock, so nobody builds it now
+            self._discard(entry)
+        try:
+            os.replace(tmp, entry)
+        except OSError:
+            if self._valid_entry(req.key) is None:  # not a concurrent `cache clear` + build
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+        self.builds += 1
+
+    def _keep_failed(self, req: BuildRequest, tmp: Path, exc: CompileError) -> CompileError:
+        """Move a failed build to ``failed/<key>``; the error, pointing there."""
+        failed = self.root / "failed" / req.key
+        if failed.exists():
+            self._discard(failed)
+        failed.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, failed)
+        return CompileError(str(exc).replace(str(tmp), str(failed)))
+
+    def _discard(self, path: Path) -> None:
+        trash = self.root / "tmp" / f"trash-{uuid.uuid4().hex}"
+        trash.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+    # ---- maintenance (python -m opgraph cache ...)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The manifests of every entry on disk (``valid`` says if it checks out)."""
+        out = []
+        for manifest_path in sorted((self.root / "kernels").glob(f"*/*/{MANIFEST}")):
+            key = manifest_path.parent.name
+            try:
+                manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                manifest = {"key": key}
+            manifest["path"] = str(manifest_path.parent)
+            manifest["valid"] = self._valid_entry(key) is not None
+            manifest["bytes"] = _size(manifest_path.parent)
+            manifest["last_used"] = _mtime(manifest_path)
+            out.append(manifest)
+        return out
+
+    def clear(self) -> int:
+        """Delete every entry, build leftover and lock; returns how many entries there were."""
+        n = len(list((self.root / "kernels").glob("*/*")))
+        kernels = self.root / "kernels"
+        if kernels.exists():
+            self._discard(kernels)  # one rename: other processes never see half an entry
+        for sub in ("index", "tmp", "failed", "locks"):
+            shutil.rmtree(self.root / sub, ignore_errors=True)
+        self._loaded.clear()
+        return n
+
+    def prune(self, max_age_days: float = 30.0) -> int:
+        """Delete entries unused for ``max_age_days``, invalid ones, and stale leftovers."""
+        now = time.time()
+        limit = max_age_days * 86400
+        removed = 0
+        for entry in self.entries():
+            if not entry["valid"] or now - entry["last_used"] > limit:
+                self._discard(Path(entry["path"]))
+                removed += 1
+        for sub, age in (("tmp", 3600.0), ("failed", limit)):
+            for path in (self.root / sub).glob("*"):
+                if now - _mtime(path) > age:
+                    shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+        for index in (self.root / "index").glob("*/*.json"):
+            try:
+                bundle = json.loads(index.read_text(encoding="utf-8"))["module"]
+            except (OSError, ValueError, KeyError, TypeError):
+                bundle = ""
+            if not bundle or self._valid_entry(str(bundle)) is None:
+                index.unlink(missing_ok=True)
+        for lock in (self.root / "locks").glob("*.lock"):
+            if not self.entry_dir(lock.stem).exists() and now - _mtime(lock) > 3600:
+                lock.unlink(missing_ok=True)
+        return removed
+
+
+def _import(name: str, so: Path) -> ModuleType:
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    loader = importlib.machinery.ExtensionFileLoader(name, str(so))
+    spec = importlib.util.spec_from_file_location(name, so, loader=loader)
+    if spec is None:
+        raise ImportError(f"cannot load {so}")
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules[name] = module
+    os.utime(so.parent / MANIFEST)  # last use, for `cache prune`
+    return module
+
+
+def _ext_suffix() -> str:
+    import sysconfig
+
+    return str(sysconfig.get_config_var("EXT_SUFFIX") or ".so")
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _progress(message: str) -> None:
+    print(f"opgraph_c: {message}", file=sys.stderr, flush=True)
+
+
+_cache: KernelCache | None = None
+_cache_root: str | None = None
+
+
+def get_cache() -> KernelCache:
+    """The process-wide cache, under the current ``config.compiledir``."""
+    global _cache, _cache_root
+    from opgraph.configdefaults import config
+
+    root = str(config.compiledir)
+    if _cache is None or _cache_root != root:
+        _cache, _cache_root = KernelCache(Path(root) / "c"), root
+    return _cache

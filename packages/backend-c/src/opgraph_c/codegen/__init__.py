@@ -1,0 +1,1 @@
+"""Cython source generators for the kernels backend-c compiles at function-compile time."""

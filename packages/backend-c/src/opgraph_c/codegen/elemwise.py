@@ -1,0 +1,336 @@
+"""Cython source of an elementwise kernel module, for an Elemwise or a fused Composite.
+
+The module holds one C element function (``opg_elem``: inputs by value, outputs through
+pointers), built from the scalar table so that a fused Composite becomes straight-line C,
+and three loops over it on raw pointers (no typed memoryviews: they cost 30k lines of C
+each):
+
+- ``contig(start, stop, ptrs)``: every operand contiguous; inputs whose type is broadcastable
+  in every dimension are read once, before the loop. This is the loop gcc vectorises,
+  transcendentals included (libmvec);
+- ``strided(n, ptrs, steps)``: one dimension, any byte steps (0 for a broadcast operand);
+- ``parallel(n, ptrs, nthreads)`` (with OpenMP): ``contig`` over one static chunk per thread.
+
+It exports them in the ``ELEMWISE_KERNEL`` capsule read by
+:class:`opgraph_c._elemwise.ElemwiseThunk`. A kernel is a :class:`~opgraph_c.spec.BundlePart`:
+when a function needs several new kernels, :func:`assemble` puts them in one module (names
+suffixed ``_0``, ``_1``, ...), compiled once, instead of one module each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.scalar.basic import Composite, ScalarOp, Switch
+from opgraph.scalar.type import upcast
+from opgraph_c.kernels.scalar import CTYPES, FLOAT_DTYPES, lookup
+from opgraph_c.spec import BundlePart
+
+__all__ = ["ElementFunction", "assemble", "compute_dtype", "element_function", "elemwise_part"]
+
+
+def compute_dtype(out_dtype: str, in_dtypes: Sequence[str]) -> str:
+    """The dtype a scalar op computes in: its output's, or the inputs' upcast for a bool
+    result (comparisons compare in the common type, as NumPy does)."""
+    if out_dtype == "bool" and in_dtypes:
+        return str(upcast(*in_dtypes))
+    return out_dtype
+
+
+def c_literal(value: Any, dtype: str) -> str:
+    """A C literal of ``value`` in ``dtype`` (inf and NaN included)."""
+    if dtype == "bool":
+        return "1" if bool(value) else "0"
+    if dtype in FLOAT_DTYPES:
+        v = float(value)
+        if math.isnan(v):
+            text = "NAN"
+        elif math.isinf(v):
+            text = "INFINITY" if v > 0 else "(-INFINITY)"
+        else:
+            text = repr(v)
+        return text if dtype == "float64" else f"(({CTYPES[dtype]}){text})"
+    v = int(value)
+    if dtype == "int64" and v == -(2**63):
+        return "INT64_MIN"
+    suffix = "ULL" if dtype.startswith("uint") else "LL"
+    return f"(({CTYPES[dtype]}){v}{suffix})"
+
+
+class ElementFunction:
+    """The C body of ``opg_elem``: one statement per scalar node, named temporaries."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.count = 0
+
+    def temp(self, dtype: str, expr: str, comment: str) -> str:
+        name = f"t{self.count}"
+        self.count += 1
+        self.lines.append(f"{CTYPES[dtype]} {name} = {expr};  /* {comment} */")
+        return name
+
+
+def _store(expr: str, cd: str, out: str) -> str:
+    """``expr`` (computed in ``cd``) as a value of dtype ``out``."""
+    if out == "bool":
+        return f"(({expr}) != 0)"
+    if cd != out:
+        return f"(({CTYPES[out]})({expr}))"
+    return expr
+
+
+def _apply(fn: ElementFunction, op: ScalarOp, args: list[tuple[str, str]], out: str) -> str | None:
+    """Emit ``op(args)`` (args are ``(C atom, dtype)``); returns the result's temporary."""
+    entry = lookup(op)
+    if entry is None:
+        return None
+    if isinstance(op, Switch):
+        (cond, _), *branches = args
+        cd = out
+        atoms = [cond] + [a if d == cd else f"(({CTYPES[cd]}){a})" for a, d in branches]
+    else:
+        cd = compute_dtype(out, [d for _, d in args])
+        if cd not in CTYPES:
+            return None
+        atoms = [a if d == cd else f"(({CTYPES[cd]}){a})" for a, d in args]
+    expr = entry(cd, *atoms)
+    if expr is None:
+        return None
+    return fn.temp(out, _store(expr, cd, out), f"{op}")
+
+
+def _emit(
+    fn: ElementFunction, op: ScalarOp, args: list[tuple[str, str]], outs: Sequence[str]
+) -> list[str] | None:
+    """Emit ``op`` (a scalar op or a Composite, inlined) on ``args``; its outputs' atoms."""
+    if not isinstance(op, Composite):
+        if len(outs) != 1:
+            return None
+        result = _apply(fn, op, args, outs[0])
+        return None if result is None else [result]
+    values: dict[Variable, tuple[str, str]] = {
+        v: arg for v, arg in zip(op.inputs, args, strict=True)
+    }
+
+    def atom(v: Variable) -> tuple[str, str] | None:
+        if v in values:
+            return values[v]
+        if isinstance(v, Constant) and v.type.dtype in CTYPES:
+            return c_literal(np.asarray(v.data).item(), v.type.dtype), v.type.dtype
+        return None
+
+    for node in op.nodes:
+        inner = [atom(v) for v in node.inputs]
+        if any(a is None for a in inner):
+            return None
+        dtypes = [o.type.dtype for o in node.outputs]
+        if any(d not in CTYPES for d in dtypes):
+            return None
+        results = _emit(fn, node.op, inner, dtypes)  # type: ignore[arg-type]
+        if results is None:
+            return None
+        values.update(zip(node.outputs, zip(results, dtypes, strict=True), strict=True))
+    final = []
+    for v, dtype in zip(op.outputs, outs, strict=True):
+        a = atom(v)
+        if a is None:
+            return None
+        final.append(a[0] if a[1] == dtype else _store(a[0], a[1], dtype))
+    return final
+
+
+def element_function(
+    scalar_op: ScalarOp, in_dtypes: Sequence[str], out_dtypes: Sequence[str]
+) -> str | None:
+    """The C definition of ``opg_elem`` for ``scalar_op``, or None if it has no C code."""
+    if any(d not in CTYPES for d in (*in_dtypes, *out_dtypes)):
+        return None
+    fn = ElementFunction()
+    args = [(f"i{k}", d) for k, d in enumerate(in_dtypes)]
+    results = _emit(fn, scalar_op, args, list(out_dtypes))
+    if results is None:
+        return None
+    params = [f"{CTYPES[d]} i{k}" for k, d in enumerate(in_dtypes)]
+    params += [f"{CTYPES[d]} *o{k}" for k, d in enumerate(out_dtypes)]
+    body = [f"    {line}" for line in fn.lines]
+    body += [f"    *o{k} = {r};" for k, r in enumerate(results)]
+    return "\n".join([f"static inline void opg_elem({', '.join(params)}) {{", *body, "}"])
+
+
+#: Placeholder for a kernel's suffix in its part (empty alone, ``_<k>`` in a bundle).
+ID = "@ID@"
+
+
+def elemwise_part(op: Any, node: Apply, hoisted: Sequence[bool], openmp: bool) -> BundlePart | None:
+    """The pieces of ``node``'s kernel, or None when its scalar op has no C code."""
+    in_dtypes = [v.type.dtype for v in node.inputs]
+    out_dtypes = [v.type.dtype for v in node.outputs]
+    elem = element_function(op.scalar_op, in_dtypes, out_dtypes)
+    if elem is None:
+        return None
+    nin, nout = len(in_dtypes), len(out_dtypes)
+    inputs = ", ".join(
+        f"{v.type.dtype}{' (scalar, hoisted)' if h else ''}"
+        for v, h in zip(node.inputs, hoisted, strict=True)
+    )
+    comment = (
+        f"# ---- kernel{ID}\n# Op:      {op}\n# Node:    {node}\n"
+        f"# Inputs:  {inputs}\n# Outputs: {', '.join(out_dtypes)}\n"
+    )
+    decl = [f"{CTYPES[d]} i{k}" for k, d in enumerate(in_dtypes)]
+    decl += [f"{CTYPES[d]}* o{k}" for k, d in enumerate(out_dtypes)]
+    loops = [comment, _contig(in_dtypes, out_dtypes, hoisted), _strided(in_dtypes, out_dtypes)]
+    if openmp:
+        loops.append(_PARALLEL)
+    parallel = f"parallel{ID}" if openmp else "NULL"
+    table = (
+        f"cdef opg_elemwise_kernel _kernel{ID}\n"
+        f"_kernel{ID}.abi = OPG_ELEMWISE_ABI\n"
+        f"_kernel{ID}.nin = {nin}\n"
+        f"_kernel{ID}.nout = {nout}\n"
+        f"_kernel{ID}.contig = contig{ID}\n"
+        f"_kernel{ID}.strided = strided{ID}\n"
+        f"_kernel{ID}.parallel = {parallel}\n"
+        f'ELEMWISE_KERNEL{ID} = PyCapsule_New(&_kernel{ID}, "opgraph_c.elemwise", NULL)\n'
+    )
+    return BundlePart(
+        c_code=elem.replace("opg_elem(", f"opg_elem{ID}("),
+        cython_decl=f"void opg_elem{ID}({', '.join(decl)}) noexcept nogil",
+        cython_code="\n".join(loops),
+        table=table,
+        dtypes=frozenset((*in_dtypes, *out_dtypes)),
+        openmp=openmp,
+        capsule=f"ELEMWISE_KERNEL{ID}",
+    )
+
+
+_HEADER = """\
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+#
+# Generated by opgraph-backend-c: {what}.
+#
+# Each opg_elem is C built from the scalar-op table (opgraph_c/kernels/scalar.py); the loops
+# run it over raw pointers and are called by opgraph_c._elemwise.ElemwiseThunk through the
+# ELEMWISE_KERNEL capsules.
+"""
+
+_KERNEL_STRUCT = """\
+    ctypedef void (*opg_contig_fn)(ptrdiff_t, ptrdiff_t, char**) noexcept nogil
+    ctypedef void (*opg_strided_fn)(ptrdiff_t, char**, const ptrdiff_t*) noexcept nogil
+    ctypedef void (*opg_parallel_fn)(ptrdiff_t, char**, int) noexcept nogil
+    ctypedef struct opg_elemwise_kernel:
+        int abi
+        int nin
+        int nout
+        opg_contig_fn contig
+        opg_strided_fn strided
+        opg_parallel_fn parallel
+    int OPG_ELEMWISE_ABI
+"""
+
+
+def assemble(parts: Sequence[BundlePart], suffixes: Sequence[str]) -> str:
+    """The ``.pyx`` of a module holding ``parts``, each with its names suffixed."""
+    what = "an elementwise kernel" if len(parts) == 1 else f"{len(parts)} elementwise kernels"
+    pairs = list(zip(parts, suffixes, strict=True))
+    dtypes = sorted(set().union(*(p.dtypes for p in parts)))
+    out = [_HEADER.format(what=what)]
+    if any(p.openmp for p in parts):
+        out.append("from cython.parallel cimport prange\n")
+    out.append(
+        'cdef extern from "Python.h":\n'
+        "    object PyCapsule_New(void* pointer, const char* name, void* destructor)\n\n"
+        'cdef extern from "opgraph_c_prelude.h":\n'
+        "    ctypedef long ptrdiff_t\n"
+        + "".join(f"    ctypedef {_CYTHON_BASE[d]} {CTYPES[d]}\n" for d in dtypes)
+        + _KERNEL_STRUCT
+    )
+    c_code = "\n".join(p.c_code.replace(ID, s) for p, s in pairs)
+    verbatim = "".join(f"    {line}\n" if line else "\n" for line in c_code.splitlines())
+    decls = "".join(f"    {p.cython_decl.replace(ID, s)}\n" for p, s in pairs)
+    out.append(f'cdef extern from *:\n    """\n{verbatim}    """\n{decls}')
+    out += [p.cython_code.replace(ID, s) for p, s in pairs]
+    out += [p.table.replace(ID, s) for p, s in pairs]
+    return "\n".join(out)
+
+
+#: How Cython sees each C type (only for its type checks; gcc sees the prelude's typedefs).
+_CYTHON_BASE = {
+    "bool": "unsigned char",
+    "int8": "signed char",
+    "int16": "short",
+    "int32": "int",
+    "int64": "long long",
+    "uint8": "unsigned char",
+    "uint16": "unsigned short",
+    "uint32": "unsigned int",
+    "uint64": "unsigned long long",
+    "float32": "float",
+    "float64": "double",
+}
+
+
+def _contig(in_dtypes: Sequence[str], out_dtypes: Sequence[str], hoisted: Sequence[bool]) -> str:
+    nin = len(in_dtypes)
+    lines = [
+        f"cdef void contig{ID}(ptrdiff_t start, ptrdiff_t stop, char** ptrs) noexcept nogil:",
+        '    """Every operand contiguous; scalar inputs read once. gcc vectorises this."""',
+    ]
+    args = []
+    for k, d in enumerate(in_dtypes):
+        t = CTYPES[d]
+        if hoisted[k]:
+            lines.append(f"    cdef {t} s{k} = (<{t}*>ptrs[{k}])[0]")
+            args.append(f"s{k}")
+        else:
+            lines.append(f"    cdef {t}* i{k} = <{t}*>ptrs[{k}]")
+            args.append(f"i{k}[i]")
+    for k, d in enumerate(out_dtypes):
+        t = CTYPES[d]
+        lines.append(f"    cdef {t}* o{k} = <{t}*>ptrs[{nin + k}]")
+        args.append(f"&o{k}[i]")
+    lines += [
+        "    cdef ptrdiff_t i",
+        "    for i in range(start, stop):",
+        f"        opg_elem{ID}({', '.join(args)})",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _strided(in_dtypes: Sequence[str], out_dtypes: Sequence[str]) -> str:
+    nin = len(in_dtypes)
+    nops = nin + len(out_dtypes)
+    lines = [
+        f"cdef void strided{ID}(ptrdiff_t n, char** ptrs, const ptrdiff_t* steps) noexcept nogil:",
+        '    """One dimension, operand k advancing by steps[k] bytes (0 when broadcast)."""',
+    ]
+    for k in range(nops):
+        lines.append(f"    cdef char* p{k} = ptrs[{k}]")
+        lines.append(f"    cdef ptrdiff_t s{k} = steps[{k}]")
+    args = [f"(<{CTYPES[d]}*>p{k})[0]" for k, d in enumerate(in_dtypes)]
+    args += [f"<{CTYPES[d]}*>p{nin + k}" for k, d in enumerate(out_dtypes)]
+    lines += [
+        "    cdef ptrdiff_t i",
+        "    for i in range(n):",
+        f"        opg_elem{ID}({', '.join(args)})",
+    ]
+    lines += [f"        p{k} += s{k}" for k in range(nops)]
+    lines.append("")
+    return "\n".join(lines)
+
+
+_PARALLEL = f'''\
+cdef void parallel{ID}(ptrdiff_t n, char** ptrs, int nthreads) noexcept nogil:
+    """The contiguous loop over one static chunk per OpenMP thread."""
+    cdef ptrdiff_t chunk = (n + nthreads - 1) // nthreads
+    cdef ptrdiff_t c
+    for c in prange(nthreads, num_threads=nthreads, schedule="static"):
+        contig{ID}(c * chunk, min(n, (c + 1) * chunk), ptrs)
+'''

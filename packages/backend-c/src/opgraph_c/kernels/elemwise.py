@@ -1,0 +1,82 @@
+"""C kernels for ``opgraph.tensor.elemwise``: Elemwise and fused Composite loops."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from opgraph.graph.basic import Apply
+from opgraph.tensor.elemwise import DimShuffle, Elemwise
+from opgraph_c.codegen.elemwise import assemble, elemwise_part
+from opgraph_c.spec import PERFORM, CModule
+
+__all__ = ["ELEMWISE_VERSION", "dimshuffle_c", "elemwise_c"]
+
+#: Bump when the generated code changes (it keys the compile cache).
+ELEMWISE_VERSION = 1
+#: Limits of the precompiled driver (opgraph_c._elemwise): beyond them, perform runs.
+MAX_OPERANDS = 32
+MAX_DIMS = 32
+
+
+def _flag(name: str, default: Any) -> Any:
+    from opgraph.configdefaults import config
+
+    return getattr(config, name) if name in config else default
+
+
+def _threads() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def elemwise_c(op: Elemwise, node: Apply) -> CModule | None:
+    """The generated module of an Elemwise node, or None if its scalar op has no C code."""
+    nops = len(node.inputs) + len(node.outputs)
+    ndim = node.outputs[0].type.ndim
+    if not node.inputs or nops > MAX_OPERANDS or ndim > MAX_DIMS:
+        return None
+    hoisted = tuple(all(v.type.broadcastable) for v in node.inputs)
+    openmp = bool(_flag("openmp", False)) and ndim > 0
+    part = elemwise_part(op, node, hoisted, openmp)
+    if part is None:
+        return None
+    dtypes = ", ".join(v.type.dtype for v in node.inputs)
+    return CModule(
+        name=f"{op} ({dtypes})",
+        source=assemble([part], [""]),
+        make_thunk=_thunk_factory(op, hoisted),
+        openmp=openmp,
+        part=part,
+    )
+
+
+def _thunk_factory(op: Elemwise, hoisted: tuple[bool, ...]) -> Any:
+    def make_thunk(
+        module: Any, node: Apply, in_cells: list[list[Any]], out_cells: list[list[Any]]
+    ) -> Any:
+        from opgraph_c._elemwise import ElemwiseThunk
+
+        return ElemwiseThunk(
+            module,
+            module.ELEMWISE_KERNEL,
+            node,
+            in_cells,
+            out_cells,
+            [v.type.dtype for v in node.inputs],
+            [v.type.dtype for v in node.outputs],
+            [v.type.broadcastable for v in node.inputs],
+            hoisted,
+            dict(op.inplace_pattern),
+            int(_flag("c__openmp_threshold", 200_000)),
+            _threads(),
+        )
+
+    return make_thunk
+
+
+def dimshuffle_c(op: DimShuffle, node: Apply) -> Any:
+    """DimShuffle is a view (a transpose and a reshape, no copy): its perform is the kernel."""
+    return PERFORM

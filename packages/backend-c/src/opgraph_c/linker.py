@@ -1,0 +1,169 @@
+"""The ``c`` linker: backend-c's kernels where it has them, ``perform`` elsewhere, run by
+the precompiled VM.
+
+:class:`CLinker` is core's :class:`~opgraph.link.vm.VMLinker` given backend-c's registry.
+Before making thunks it compiles every missing kernel of the graph in one batch (progress
+lines when several build, compiler runs in parallel), then runs the thunks with
+:class:`CVM`: :class:`opgraph_c._vm.CLoop`, or :class:`opgraph_c._vm.CStack` for graphs
+with lazy nodes. Profiling and per-node callbacks (NanGuardMode) use core's Python VM,
+which times and reports each node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.op import Thunk
+from opgraph.link.basic import gc_plan
+from opgraph.link.vm import VM, VMLinker
+from opgraph_c.registry import compiler_available, get_registry, module_spec
+from opgraph_c.spec import CModule
+
+__all__ = ["CVM", "CLinker"]
+
+
+class CVM(VM):
+    """Core's VM protocol (updates, ``fail``, ``clear_storage``) over a precompiled runner.
+
+    ``run`` is the runner's own method, so ``Function`` calls straight into compiled code.
+
+    Parameters
+    ----------
+    lazy
+        Evaluate on demand (:class:`~opgraph_c._vm.CStack`), for graphs with lazy nodes.
+    """
+
+    def __init__(self, *args: Any, lazy: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.runner = self._stack() if lazy else self._loop()
+        self.run = self.runner.run  # type: ignore[method-assign]
+
+    def _loop(self) -> Any:
+        from opgraph_c._vm import CLoop
+
+        keep = list(self.fgraph.outputs)
+        plan = gc_plan(self.nodes, keep) if self.allow_gc else [[] for _ in self.nodes]
+        post_clear = [[self.storage_map[v] for v in vs] for vs in plan]
+        return CLoop(list(self.thunks), post_clear, list(self.pre_call_clear), self.fail)
+
+    def _stack(self) -> Any:
+        from opgraph_c._vm import CStack
+
+        cmap, index = self.compute_map, self.node_index
+        nodes = self.nodes
+        in_done = [[cmap[v] for v in node.inputs] for node in nodes]
+        out_done = [[cmap[v] for v in node.outputs] for node in nodes]
+        in_owner = [
+            [index.get(v.owner, -1) if v.owner is not None else -1 for v in node.inputs]
+            for node in nodes
+        ]
+        outputs = [v for v in dict.fromkeys(self.fgraph.outputs) if v.owner is not None]
+        roots = [index[v.owner] for v in reversed(outputs)]
+        reset_done = [done for v, done in cmap.items() if v.owner is not None]
+        kept = set(self.fgraph.outputs)
+        frees: list[list[tuple[list[Any], list[int]]]] = [[] for _ in nodes]
+        post_clear: list[list[Any]] = []
+        if self.allow_gc:
+            readers: dict[Variable, list[int]] = {}
+            for i, node in enumerate(nodes):
+                for v in node.inputs:
+                    if v.owner is not None and v not in kept:
+                        readers.setdefault(v, []).append(i)
+            for v, idxs in readers.items():
+                for i in set(idxs):
+                    frees[i].append((self.storage_map[v], sorted(set(idxs))))
+            post_clear = [
+                cell
+                for v, cell in self.storage_map.items()
+                if v.owner is not None and v not in kept
+            ]
+        return CStack(
+            list(self.thunks),
+            in_done,
+            out_done,
+            in_owner,
+            roots,
+            frees,
+            reset_done,
+            list(self.pre_call_clear),
+            post_clear,
+            self.fail,
+        )
+
+
+class CLinker(VMLinker):
+    """The ``c`` linker (also ``cvm`` and ``c|py``): C kernels, ``perform`` fallback.
+
+    Parameters
+    ----------
+    allow_gc
+        Free intermediates after their last use (None: ``config.allow_gc``).
+    lazy
+        None: evaluate lazily only graphs with lazy nodes; True: always; False: never
+        (lazy nodes then get every input computed).
+    callback
+        Called after each node (NanGuardMode); runs the graph with core's Python VM.
+    """
+
+    def __init__(
+        self, allow_gc: bool | None = None, lazy: bool | None = None, callback: Any = None
+    ) -> None:
+        super().__init__(allow_gc=allow_gc, lazy=lazy, callback=callback, kernels=get_registry())
+
+    def make_all(
+        self,
+        input_storage: Sequence[list[Any]] | None = None,
+        output_storage: Sequence[list[Any]] | None = None,
+        storage_map: dict[Variable, list[Any]] | None = None,
+    ) -> Any:
+        if self.fgraph is not None:
+            self.precompile(self.fgraph.toposort())
+        return super().make_all(input_storage, output_storage, storage_map)
+
+    def precompile(self, order: Sequence[Apply]) -> int:
+        """Compile (or load) the kernels of ``order`` in one batch; returns how many nodes
+        have one."""
+        from opgraph_c.cache import get_cache
+
+        assert self.kernels is not None
+        if not compiler_available():
+            return 0
+        cache = get_cache()
+        requests = []
+        for node in order:
+            kernel = self.kernels.lookup(node.op)
+            if kernel is None:
+                continue
+            spec = module_spec(kernel, node)
+            if isinstance(spec, CModule):
+                requests.append(cache.request(spec, kernel))
+        if requests:
+            cache.ensure(requests)
+        return len(requests)
+
+    def make_vm(
+        self,
+        order: list[Apply],
+        thunks: list[Thunk],
+        storage_map: dict[Variable, list[Any]],
+        compute_map: dict[Variable, list[bool]],
+    ) -> VM:
+        has_lazy = any(getattr(t, "lazy", False) for t in thunks)
+        lazy = self.lazy if self.lazy is not None else has_lazy
+        if self.profile or self.callback is not None or (has_lazy and not lazy):
+            return super().make_vm(order, thunks, storage_map, compute_map)
+        return CVM(
+            self.fgraph,
+            order,
+            thunks,
+            storage_map,
+            compute_map,
+            allow_gc=self.get_allow_gc(),
+            no_recycling=self.no_recycling,
+            lazy=lazy,
+        )
+
+    def __repr__(self) -> str:
+        return f"CLinker(allow_gc={self.allow_gc}, lazy={self.lazy})"
