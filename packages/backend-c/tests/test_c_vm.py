@@ -134,14 +134,15 @@ def test_opgraph_namespace_still_works_like_theano() -> None:
 def test_missing_compiler_warns_and_runs_perform(rng: np.random.Generator) -> None:
     from opgraph.configdefaults import config
     from opgraph.link.dispatch import KernelFallbackWarning
-
     from opgraph_c import registry
 
     registry._warned.discard(("compiler", ""))
     x = T.dvector("x")
-    with config.change_flags(c__cc="no-such-compiler-opgraph"):
-        with pytest.warns(KernelFallbackWarning, match="no-such-compiler-opgraph"):
-            f = function([x], T.exp(x) + 1, mode=Mode(linker="c"))
+    with (
+        config.change_flags(c__cc="no-such-compiler-opgraph"),
+        pytest.warns(KernelFallbackWarning, match="no-such-compiler-opgraph"),
+    ):
+        f = function([x], T.exp(x) + 1, mode=Mode(linker="c"))
     xv = rng.standard_normal(3)
     assert_allclose(f(xv), np.exp(xv) + 1)
     assert all(getattr(t, "py_fallback", False) for t in f.fn.thunks)

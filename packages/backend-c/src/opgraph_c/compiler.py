@@ -171,8 +171,10 @@ def link(toolchain: Toolchain, c_file: Path, out: Path, name: str, openmp: bool)
 
 def _report(name: str, pyx: Path, tool: str, output: str) -> str:
     lines = [ln for ln in output.splitlines() if ln.strip()]
-    errors = [ln for ln in lines if "error" in ln.lower()]
-    shown = (errors or lines)[:8]
+    if tool == "Cython":  # the source excerpt, the caret, then "file:line:col: message"
+        shown = lines[-6:]
+    else:
+        shown = ([ln for ln in lines if "error" in ln.lower()] or lines)[:8]
     body = "\n".join(f"    {ln}" for ln in shown) or "    (no output)"
     return (
         f"opgraph_c: could not compile the C kernel for {name}.\n"

@@ -263,10 +263,6 @@ def test_deep_view_chain_and_many_destroyers_are_fast(gc_paused):
     assert time.perf_counter() - t0 < 10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="link/vm.py: Stack must run fgraph.orderings() prerequisites first (change requested)",
-)
 def test_lazy_vm_runs_readers_before_the_destroyer():
     from opgraph.compile.function import function
     from opgraph.compile.mode import Mode

@@ -148,8 +148,11 @@ def test_a_node_rebuilt_twice_keeps_both_entries() -> None:
     assert cached.owner not in g.apply_nodes
     in2out(local_exp_to_cached).rewrite(g)
     assert g.outputs[0] is cached
+    # The node's history: its own first entry, then the history of the exp it replaced
+    # (built by local_neg_to_exp from the cached node), then the latest replacement.
     assert [p.rewrite for p in rewrite_provenance(cached)] == [
         "local_exp_to_cached",
+        "local_neg_to_exp",
         "local_exp_to_cached",
     ]
 

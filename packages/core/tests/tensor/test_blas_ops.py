@@ -269,13 +269,17 @@ def test_type_errors_name_the_problem() -> None:
 def test_shape_mismatches_raise_clear_errors(rng: np.random.Generator) -> None:
     m23, m34, m33 = (_value(rng, s, "float64") for s in ((2, 3), (3, 4), (3, 3)))
     one = np.asarray(1.0)
-    with pytest.raises(ValueError, match=r"Gemm\{no_inplace\}: shapes are not aligned"):
+    with pytest.raises(ValueError, match=r"Gemm\{no_inplace\}: Z has shape \(3, 3\), but dot"):
         _perform(gemm_no_inplace, m33, one, m23, m34, one)
-    with pytest.raises(ValueError, match=r"Gemv\{inplace\}.*A \(2, 3\)"):
+    with pytest.raises(ValueError, match=r"X and Y of shapes \(2, 3\) and \(2, 3\) are not"):
+        _perform(gemm_inplace, m33, one, m23, m23, one)
+    with pytest.raises(ValueError, match=r"Gemv\{inplace\}: A and x .*\(2, 3\) and \(4,\)"):
         _perform(gemv_inplace, np.zeros(2), one, m23, np.zeros(4), one)
-    with pytest.raises(ValueError, match=r"Ger\{non-destructive\}.*x \(3,\)"):
+    with pytest.raises(ValueError, match=r"y has shape \(3,\), but dot\(A, x\) has shape \(2,\)"):
+        _perform(gemv_no_inplace, np.zeros(3), one, m23, np.zeros(3), one)
+    with pytest.raises(ValueError, match=r"Ger\{non-destructive\}: A has shape \(2, 3\), but"):
         _perform(ger, m23, one, np.zeros(3), np.zeros(3))
-    with pytest.raises(ValueError, match="X has 3 columns, Y has 2 rows"):
+    with pytest.raises(ValueError, match="X has 3 columns, Y has length 2"):
         _perform(_dot22, m23, m23)
-    with pytest.raises(ValueError, match="Dot22Scalar"):
+    with pytest.raises(ValueError, match="Dot22Scalar: X and Y"):
         _perform(_dot22scalar, m23, m23, one)

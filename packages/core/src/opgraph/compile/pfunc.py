@@ -417,6 +417,12 @@ class FunctionMaker:
             # Update values never alias anything: two shared variables must not share memory.
             updates = self._update_specs(fgraph, borrow=False)
             insert_deepcopy(fgraph, self.inputs, self.outputs + updates)
+        if any(getattr(n.op, "destroy_map", None) for n in fgraph.apply_nodes):
+            # A copied or unpickled graph needs the handler's orderings too: readers of a
+            # buffer must run before the node that overwrites it.
+            from opgraph.rewriting.basic import _attach_destroy_handler
+
+            _attach_destroy_handler(fgraph)
         self.fgraph = fgraph
         self.linker = mode.linker.accept(
             fgraph, no_recycling=self._no_recycling(fgraph), profile=profile
@@ -484,11 +490,8 @@ class FunctionMaker:
         Shared variables are protected even when updated: overwriting one in place before
         the call has succeeded would break the all-or-nothing rule of updates.
         """
-        from opgraph.graph import features
+        from opgraph.graph.destroyhandler import Supervisor as supervisor
 
-        supervisor = getattr(features, "Supervisor", None)
-        if supervisor is None:  # no such feature in this version of the graph package
-            return
         has_destroyers = getattr(fgraph, "has_destroyers", None)
         protected = [
             var

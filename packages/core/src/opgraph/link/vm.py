@@ -248,6 +248,12 @@ class Stack(VM):
         self.reset_done = [done for v, done in cmap.items() if v.owner is not None]
         outputs = [v for v in dict.fromkeys(self.fgraph.outputs) if v.owner is not None]
         self.roots = [self.node_index[v.owner] for v in reversed(outputs)]
+        # Extra prerequisites (a DestroyHandler's: readers before the in-place writer).
+        orderings = self.fgraph.orderings() if hasattr(self.fgraph, "orderings") else {}
+        self.before = [
+            [self.node_index[p] for p in orderings.get(n, ()) if p in self.node_index]
+            for n in self.nodes
+        ]
         kept = set(self.fgraph.outputs)
         # For each node, the inputs it may free and the nodes that must be done first.
         self.frees: list[list[tuple[list[Any], list[int]]]] = [[] for _ in self.nodes]
@@ -293,6 +299,10 @@ class Stack(VM):
                 stack.pop()
                 continue
             node = nodes[i]
+            pending = [j for j in self.before[i] if not self._done(j)]
+            if pending:
+                stack.extend(pending)
+                continue
             if not lazy[i]:
                 missing = [v for v, d in zip(node.inputs, self.in_done[i]) if not d[0]]
                 if missing:

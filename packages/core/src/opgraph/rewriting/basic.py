@@ -464,6 +464,11 @@ def apply_replacements(
 # ---------------------------------------------------------------------------- walkers
 
 
+def _is_revert(reason: Any) -> bool:
+    """True for the changes History makes while undoing a rejected replacement."""
+    return isinstance(reason, tuple) and bool(reason) and reason[0] == "Revert"
+
+
 class _Listener(Feature):
     """A throw-away feature calling back on node imports and input changes."""
 
@@ -477,16 +482,22 @@ class _Listener(Feature):
         self.changes = 0
 
     def on_import(self, fgraph: Any, node: Apply, reason: Any = None) -> None:
+        if _is_revert(reason):
+            return
         self.changes += 1
         if self._import is not None:
             self._import(node)
 
     def on_prune(self, fgraph: Any, node: Apply, reason: Any = None) -> None:
+        if _is_revert(reason):
+            return
         self.changes += 1
 
     def on_change_input(
         self, fgraph: Any, node: Any, i: int, var: Any, new_var: Any, reason: Any = None
     ) -> None:
+        if _is_revert(reason):
+            return
         self.changes += 1
         if self._change is not None and not isinstance(node, str):
             self._change(node)

@@ -100,7 +100,8 @@ def tensor(
     return TensorType(dtype or config.floatX, broadcastable, shape=shape)(name)  # type: ignore[return-value]
 
 
-from opgraph.tensor import extra_ops, nlinalg, nnet, shared_randomstreams, slinalg
+from opgraph.gradient import Lop, Rop, grad, verify_grad
+from opgraph.tensor import blas, extra_ops, nlinalg, nnet, shared_randomstreams, slinalg
 from opgraph.tensor import random as raw_random
 from opgraph.tensor.axes import *
 from opgraph.tensor.extra_ops import *
@@ -111,4 +112,3 @@ from opgraph.tensor.shape import *
 from opgraph.tensor.sort import *
 from opgraph.tensor.structure import *
 from opgraph.tensor.subtensor import *
-from opgraph.gradient import Lop, Rop, grad, verify_grad

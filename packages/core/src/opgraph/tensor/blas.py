@@ -101,9 +101,24 @@ def _check_operands(op: Op, names: Sequence[str], values: Sequence[Variable], nd
         raise TypeError(f"{op}: needs float or complex operands, got dtype {dtype}")
 
 
-def _shape_error(op: Op, detail: str, **shapes: tuple[int, ...]) -> ValueError:
-    listed = ", ".join(f"{k} {v}" for k, v in shapes.items())
-    return ValueError(f"{op}: shapes are not aligned ({listed}): {detail}.")
+def _check_product(op: Op, names: str, x: np.ndarray, y: np.ndarray) -> None:
+    """Raise if the product ``dot(x, y)`` (operands called ``names``) is not defined."""
+    if x.shape[-1] != y.shape[0]:
+        first, second = names
+        raise ValueError(
+            f"{op}: {first} and {second} of shapes {x.shape} and {y.shape} are not aligned: "
+            f"{first} has {x.shape[-1]} columns, {second} has length {y.shape[0]} in "
+            "dimension 0. HINT: transpose one input, or check which dimension should be "
+            "contracted."
+        )
+
+
+def _check_result(op: Op, name: str, z: np.ndarray, shape: tuple[int, ...], of: str) -> None:
+    """Raise if the buffer ``z`` (input ``name``) does not have the product's ``shape``."""
+    if z.shape != shape:
+        raise ValueError(
+            f"{op}: {name} has shape {z.shape}, but {of} has shape {shape}; they must be equal."
+        )
 
 
 def _output(
@@ -162,10 +177,8 @@ class Gemm(Op):
 
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
         z, a, x, y, b = inputs
-        if x.shape[1] != y.shape[0] or z.shape != (x.shape[0], y.shape[1]):
-            raise _shape_error(
-                self, "need Z (m, n), X (m, k), Y (k, n)", Z=z.shape, X=x.shape, Y=y.shape
-            )
+        _check_product(self, "XY", x, y)
+        _check_result(self, "Z", z, (x.shape[0], y.shape[1]), "dot(X, Y)")
         alpha, beta = _number(a), _number(b)
         routine = _blas_routine("gemm", z.dtype.name)
         if routine is None or alpha == 0 or z.size == 0 or x.shape[1] == 0:
@@ -254,10 +267,8 @@ class Gemv(Op):
 
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
         y, a, A, x, b = inputs
-        if A.shape[1] != x.shape[0] or y.shape[0] != A.shape[0]:
-            raise _shape_error(
-                self, "need y (m,), A (m, n), x (n,)", y=y.shape, A=A.shape, x=x.shape
-            )
+        _check_product(self, "Ax", A, x)
+        _check_result(self, "y", y, A.shape[:1], "dot(A, x)")
         alpha, beta = _number(a), _number(b)
         routine = _blas_routine("gemv", y.dtype.name)
         if routine is None or alpha == 0 or A.size == 0:
@@ -318,10 +329,7 @@ class Ger(Op):
 
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
         A, a, x, y = inputs
-        if A.shape != (x.shape[0], y.shape[0]):
-            raise _shape_error(
-                self, "need A (m, n), x (m,), y (n,)", A=A.shape, x=x.shape, y=y.shape
-            )
+        _check_result(self, "A", A, (x.shape[0], y.shape[0]), "outer(x, y)")
         alpha = _number(a)
         routine = _blas_routine("ger", A.dtype.name)
         if routine is None or alpha == 0 or A.size == 0:
@@ -362,16 +370,6 @@ ger_destructive = Ger(destructive=True)
 # ---------------------------------------------------------------------------- Dot22
 
 
-def _check_dot22_shapes(op: Op, x: np.ndarray, y: np.ndarray) -> None:
-    if x.shape[1] != y.shape[0]:
-        raise _shape_error(
-            op,
-            f"X has {x.shape[1]} columns, Y has {y.shape[0]} rows",
-            X=x.shape,
-            Y=y.shape,
-        )
-
-
 def _dot22_type(x: Variable, y: Variable) -> TensorType:
     return TensorType(x.type.dtype, (x.type.broadcastable[0], y.type.broadcastable[1]))
 
@@ -388,7 +386,7 @@ class Dot22(Op):
 
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
         x, y = inputs
-        _check_dot22_shapes(self, x, y)
+        _check_product(self, "XY", x, y)
         output_storage[0][0] = np.asarray(np.dot(x, y), dtype=x.dtype)
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
@@ -417,7 +415,7 @@ class Dot22Scalar(Op):
 
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
         x, y, a = inputs
-        _check_dot22_shapes(self, x, y)
+        _check_product(self, "XY", x, y)
         alpha = _number(a)
         routine = _blas_routine("gemm", x.dtype.name)
         if routine is None or alpha == 0 or 0 in (x.shape[0], x.shape[1], y.shape[1]):
