@@ -37,7 +37,7 @@ __all__ = ["Kernel", "KernelFallbackWarning", "KernelRegistry", "funcify_thunk"]
 #: ``thunk_maker(kernel, node, storage_map, compute_map, no_recycling) -> thunk``
 ThunkMaker = Callable[
     ["Kernel", Apply, dict[Variable, list[Any]], dict[Variable, list[bool]] | None, Sequence[Any]],
-    Thunk,
+    Thunk | None,
 ]
 
 
@@ -243,6 +243,9 @@ class KernelRegistry:
             self.warn_fallback(node.op)
             return None
         thunk = self.thunk_maker(kernel, node, storage_map, compute_map, no_recycling)
+        if thunk is None:  # the backend has no code for this particular node
+            self.warn_fallback(node.op)
+            return None
         if not hasattr(thunk, "kernel"):
             thunk.kernel = kernel  # type: ignore[attr-defined]
         return thunk
