@@ -139,7 +139,9 @@ def test_a_plus_a_pow_10() -> None:
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
-def test_pydotprint_of_the_seed_graphs(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+def test_pydotprint_of_the_seed_graphs(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("graphviz")
     a = theano.tensor.vector("a")
     b = a + a**10
