@@ -17,6 +17,7 @@ from opgraph.graph.basic import Variable
 from opgraph.scalar.basic import (
     ScalarOp,
     _float_grad,
+    _unary,
     _zero_grad,
     upcast_out,
     upgrade_to_float,
@@ -72,40 +73,20 @@ class RoundHalfAwayFromZero(ScalarOp):
         return [_zero_grad(m, inputs[0])]
 
 
-class Deg2Rad(ScalarOp):
-    """Degrees to radians: ``x * pi / 180``."""
-
-    nin = 1
-    output_types_preference = staticmethod(upgrade_to_float_no_complex)
-    nfunc = staticmethod(np.deg2rad)
-
-    def symbolic_grad(
-        self,
-        m: ModuleType,
-        inputs: Sequence[Variable],
-        outputs: Sequence[Variable],
-        output_grads: Sequence[Variable],
-    ) -> list[Variable | None]:
-        (x,), (gz,) = inputs, output_grads
-        return [_float_grad(m, x, m.mul(gz, np.pi / 180.0))]
-
-
-class Rad2Deg(ScalarOp):
-    """Radians to degrees: ``x * 180 / pi``."""
-
-    nin = 1
-    output_types_preference = staticmethod(upgrade_to_float_no_complex)
-    nfunc = staticmethod(np.rad2deg)
-
-    def symbolic_grad(
-        self,
-        m: ModuleType,
-        inputs: Sequence[Variable],
-        outputs: Sequence[Variable],
-        output_grads: Sequence[Variable],
-    ) -> list[Variable | None]:
-        (x,), (gz,) = inputs, output_grads
-        return [_float_grad(m, x, m.mul(gz, 180.0 / np.pi))]
+Deg2Rad = _unary(
+    "Deg2Rad",
+    np.deg2rad,
+    upgrade_to_float_no_complex,
+    lambda m, x, z, gz: m.mul(gz, np.pi / 180.0),
+)
+Deg2Rad.__doc__ = "Degrees to radians: ``x * pi / 180``."
+Rad2Deg = _unary(
+    "Rad2Deg",
+    np.rad2deg,
+    upgrade_to_float_no_complex,
+    lambda m, x, z, gz: m.mul(gz, 180.0 / np.pi),
+)
+Rad2Deg.__doc__ = "Radians to degrees: ``x * 180 / pi``."
 
 
 class Inv(ScalarOp):
