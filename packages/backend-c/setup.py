@@ -10,14 +10,15 @@ HERE = Path(__file__).parent
 INCLUDE = ["src/opgraph_c/include", numpy.get_include()]
 NUMPY_API = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
 
+# Every src/opgraph_c/_*.pyx is one extension module (_vm, _elemwise, _blas, ...).
 extensions = [
-    Extension("opgraph_c._vm", ["src/opgraph_c/_vm.pyx"], include_dirs=INCLUDE),
     Extension(
-        "opgraph_c._elemwise",
-        ["src/opgraph_c/_elemwise.pyx"],
+        f"opgraph_c.{pyx.stem}",
+        [str(pyx.relative_to(HERE))],
         include_dirs=INCLUDE,
         define_macros=NUMPY_API,
-    ),
+    )
+    for pyx in sorted((HERE / "src" / "opgraph_c").glob("_*.pyx"))
 ]
 
 setup(

@@ -7,8 +7,8 @@ runs its ``perform``. Other packages add C kernels for their Ops through the
 ``opgraph_c_kernels`` hook (:mod:`opgraph_c.hookspecs`).
 """
 
-from opgraph_c.spec import PERFORM, BundlePart, CModule
+from opgraph_c.spec import PERFORM, BundlePart, CModule, Precompiled
 
 __version__ = "0.1.0"
 
-__all__ = ["PERFORM", "BundlePart", "CModule", "__version__"]
+__all__ = ["PERFORM", "BundlePart", "CModule", "Precompiled", "__version__"]

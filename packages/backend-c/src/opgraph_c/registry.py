@@ -4,8 +4,9 @@
 time the ``c`` linker needs it: backend-c's own kernels for core's Ops
 (:mod:`opgraph_c.kernels`), then every plugin's ``opgraph_c_kernels(registry)``.
 
-An entry's ``impl(op, node)`` returns a :class:`~opgraph_c.spec.CModule` or None (no C code
-for that node). :func:`make_c_thunk`, the registry's thunk maker, compiles or loads the
+An entry's ``impl(op, node)`` returns a :class:`~opgraph_c.spec.CModule` (generated source),
+a :class:`~opgraph_c.spec.Precompiled` (a thunk from an installed extension),
+:data:`~opgraph_c.spec.PERFORM`, or None (no C code for that node). :func:`make_c_thunk`, the registry's thunk maker, compiles or loads the
 module through the cache and builds the node's thunk; a node whose entry returns None runs
 its Op's ``perform`` (marked ``[py-fallback]`` in profiles, with a one-time warning).
 """
@@ -20,7 +21,7 @@ from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
 from opgraph.link.dispatch import Kernel, KernelFallbackWarning, KernelRegistry
-from opgraph_c.spec import PERFORM, CModule
+from opgraph_c.spec import PERFORM, CModule, Precompiled
 
 __all__ = ["compiler_available", "get_registry", "make_c_thunk", "module_spec", "reset_registry"]
 
@@ -71,12 +72,14 @@ def reset_registry() -> None:
 
 
 def module_spec(kernel: Kernel, node: Apply) -> Any:
-    """What ``kernel`` generates for ``node``: a CModule, :data:`PERFORM`, or None."""
+    """What ``kernel`` generates for ``node``: a CModule, a Precompiled, :data:`PERFORM`, or
+    None."""
     spec = kernel.impl(node.op, node)
-    if spec is not None and spec is not PERFORM and not isinstance(spec, CModule):
+    if spec is not None and spec is not PERFORM and not isinstance(spec, (CModule, Precompiled)):
         raise TypeError(
             f"the c kernel {kernel.impl!r} (from {kernel.owner}) for {node.op} returned "
-            f"{spec!r}; a c kernel returns an opgraph_c.CModule, opgraph_c.PERFORM or None."
+            f"{spec!r}; a c kernel returns an opgraph_c.CModule, opgraph_c.Precompiled, "
+            "opgraph_c.PERFORM or None."
             "\nHINT: wrap the "
             "Cython source as CModule(name, source)."
         )
@@ -92,6 +95,12 @@ def make_c_thunk(
 ) -> Any:
     """The registry's thunk maker: the compiled kernel's thunk, or ``perform`` as fallback."""
     spec = module_spec(kernel, node)
+    if isinstance(spec, Precompiled):
+        thunk = spec.make_thunk(
+            node, [storage_map[v] for v in node.inputs], [storage_map[v] for v in node.outputs]
+        )
+        thunk.kernel = kernel
+        return thunk
     if spec is None or (spec is not PERFORM and not compiler_available()):
         return fallback_thunk(node, storage_map, compute_map, no_recycling)
     if spec is PERFORM:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-__all__ = ["PERFORM", "BundlePart", "CModule", "ThunkFactory"]
+__all__ = ["PERFORM", "BundlePart", "CModule", "Precompiled", "PrecompiledFactory", "ThunkFactory"]
 
 
 class _Perform:
@@ -24,6 +24,30 @@ PERFORM = _Perform()
 
 #: ``make_thunk(module, node, input_cells, output_cells) -> thunk``
 ThunkFactory = Callable[[ModuleType, Any, list[list[Any]], list[list[Any]]], Any]
+
+
+#: ``make_thunk(node, input_cells, output_cells) -> thunk``
+PrecompiledFactory = Callable[[Any, list[list[Any]], list[list[Any]]], Any]
+
+
+@dataclass(frozen=True)
+class Precompiled:
+    """A kernel compiled when its package was installed: nothing is generated or cached.
+
+    backend-c's BLAS, softmax and view kernels are such thunks (:class:`opgraph_c._vm.CThunk`
+    subclasses in the package's extensions), so a function using only them compiles without
+    running Cython or the C compiler.
+
+    Parameters
+    ----------
+    name
+        What it computes, for errors and profiles (e.g. ``Gemm float64``).
+    make_thunk
+        Builds the node's thunk from the node and its input and output storage cells.
+    """
+
+    name: str
+    make_thunk: PrecompiledFactory
 
 
 @dataclass(frozen=True)

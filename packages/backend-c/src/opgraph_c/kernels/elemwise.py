@@ -10,7 +10,7 @@ from opgraph.tensor.elemwise import DimShuffle, Elemwise
 from opgraph_c.codegen.elemwise import assemble, elemwise_part
 from opgraph_c.spec import PERFORM, CModule
 
-__all__ = ["ELEMWISE_VERSION", "dimshuffle_c", "elemwise_c"]
+__all__ = ["ELEMWISE_VERSION", "dimshuffle_c", "elemwise_c", "register"]
 
 #: Bump when the generated code changes (it keys the compile cache).
 ELEMWISE_VERSION = 1
@@ -30,6 +30,12 @@ def _threads() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def register(registry: Any, owner: str) -> None:
+    """Register the Elemwise and DimShuffle kernels."""
+    registry.register(Elemwise, elemwise_c, version=ELEMWISE_VERSION, owner=owner)
+    registry.register(DimShuffle, dimshuffle_c, version=1, owner=owner)
 
 
 def elemwise_c(op: Elemwise, node: Apply) -> CModule | None:

@@ -21,7 +21,7 @@ from opgraph_c.codegen.elemwise import _CYTHON_BASE
 from opgraph_c.kernels.scalar import CTYPES
 from opgraph_c.spec import CModule
 
-__all__ = ["REDUCTION_VERSION", "careduce_c"]
+__all__ = ["REDUCTION_VERSION", "careduce_c", "register"]
 
 REDUCTION_VERSION = 1
 
@@ -32,6 +32,11 @@ _COMBINE = {
     "maximum": ("OPG_MAX(a, b)", None),
     "minimum": ("OPG_MIN(a, b)", None),
 }
+
+def register(registry: Any, owner: str) -> None:
+    """Register the CAReduce kernel (Sum, Prod, Max, Min and their subclasses)."""
+    registry.register(CAReduce, careduce_c, version=REDUCTION_VERSION, owner=owner)
+
 
 _TEMPLATE = '''\
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
