@@ -8,7 +8,7 @@ import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "tests_modes"]
 
 ROOT = Path(__file__).parent
 # Core first: every other package depends on it.
@@ -43,6 +43,36 @@ def tests(session: nox.Session) -> None:
         if (ROOT / "packages" / name / "tests").is_dir()
     ]
     session.run("python", "-m", "pytest", *suites, "tests", *session.posargs)
+
+
+#: What tests_modes runs core's and the optimizers' suites under, besides the default.
+MODE_FLAGS = {
+    # every node runs its perform (the default run uses backend-c's c linker)
+    "py": "linker=py",
+    # every rewrite checked against the replaced value, every C kernel against perform, every
+    # output for NaN/inf (tests marked nonfinite feed such values on purpose: check off)
+    "debug_mode": "mode=DEBUG_MODE",
+}
+
+
+@nox.session
+def tests_modes(session: nox.Session) -> None:
+    """Core's and the optimizers' suites again with the ``py`` linker and under DEBUG_MODE.
+
+    ``nox -s tests_modes -- py`` (or ``debug_mode``) runs one of them; other arguments go
+    to pytest.
+    """
+    install_packages(session)
+    session.install("./tests/example_plugin")
+    session.install(*TEST_DEPS)
+    chosen = [a for a in session.posargs if a in MODE_FLAGS] or list(MODE_FLAGS)
+    args = [a for a in session.posargs if a not in MODE_FLAGS]
+    suites = ["packages/core/tests", "packages/optimizers/tests"]
+    for name in chosen:
+        session.log(f"{name}: OPGRAPH_FLAGS={MODE_FLAGS[name]}")
+        session.run(
+            "python", "-m", "pytest", *suites, *args, env={"OPGRAPH_FLAGS": MODE_FLAGS[name]}
+        )
 
 
 @nox.session

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from opgraph_c import CModule
@@ -191,3 +193,79 @@ def test_progress_lines_when_several_kernels_build(run_python: Any, tmp_path: Pa
     assert proc.returncode == 0, proc.stderr
     assert "opgraph_c: compiling 4 C kernels" in proc.stderr
     assert "[4/4]" in proc.stderr
+
+
+GRAPHS_CHILD = """
+import json, sys, time
+import numpy as np
+import opgraph.tensor as T
+from opgraph.compile import Mode, function
+from opgraph_c.cache import get_cache
+start = float(sys.argv[1])
+x = T.dvector("x")
+y = T.fvector("y")
+graphs = [
+    ([x], T.exp(-x**2) * T.sin(x) + 0.5 * x),
+    ([x], T.tanh(x) * 3 - T.log1p(x * x)),
+    ([y], T.sqrt(abs(y)) + y**3),
+]
+while time.time() < start:
+    time.sleep(0.005)
+mode = Mode(linker="c", optimizer="fast_run")
+fns = [function(ins, out, mode=mode) for ins, out in graphs]
+v = np.linspace(-2, 2, 7)
+print(get_cache().builds)
+for f in fns:
+    print(json.dumps(f(v.astype(f.maker.fgraph.inputs[0].type.dtype)).tolist()))
+"""
+
+
+def _expected_graph_values() -> list[Any]:
+    v = np.linspace(-2, 2, 7)
+    f = v.astype("float32")
+    return [
+        np.exp(-(v**2)) * np.sin(v) + 0.5 * v,
+        np.tanh(v) * 3 - np.log1p(v * v),
+        np.sqrt(np.abs(f)) + f**3,
+    ]
+
+
+def _spawn_graphs(root: Path, start: float) -> subprocess.Popen:
+    env = {**os.environ, "OPGRAPH_CACHE_DIR": str(root)}
+    env.pop("OPGRAPH_FLAGS", None)
+    return subprocess.Popen(
+        [sys.executable, "-c", GRAPHS_CHILD, str(start)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _close_values(line: str, expected: Any) -> bool:
+    got = np.array(json.loads(line))
+    return got.shape == expected.shape and np.allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_processes_compiling_the_same_graphs_some_killed_mid_compile(tmp_path: Path) -> None:
+    """Four processes compile the same functions against an empty cache at once; two are
+    killed (SIGKILL) while kernels build. The two survivors and a later process all run
+    correct modules, and the later one compiles nothing."""
+    start = time.time() + 6.0  # every child has imported opgraph and Cython by then
+    procs = [_spawn_graphs(tmp_path, start) for _ in range(4)]
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(tmp_path.rglob("tmp/*/*.pyx")):
+        time.sleep(0.01)
+    assert any(tmp_path.rglob("tmp/*/*.pyx")), "no build started"
+    for victim in procs[:2]:
+        victim.kill()
+    for victim in procs[:2]:
+        victim.communicate()
+    expected = _expected_graph_values()
+    for survivor in [*procs[2:], _spawn_graphs(tmp_path, 0)]:
+        out, err = survivor.communicate(timeout=240)
+        assert survivor.returncode == 0, err
+        builds, *values = out.splitlines()
+        assert len(values) == len(expected), out
+        assert all(_close_values(g, w) for g, w in zip(values, expected, strict=True)), out
+    assert int(builds) == 0  # the rerun found every kernel in the cache

@@ -36,8 +36,9 @@ def test_input_modified_without_destroy_map() -> None:
     with pytest.raises(BadDestroyMap) as info:
         f([1.0])
     assert "modified its input 0" in str(info.value) and "destroy_map" in str(info.value)
-    # the default modes do not check (and the argument is the caller's array)
-    np.testing.assert_array_equal(function([x], SilentInplace()(x))(np.array([1.0])), [2.0])
+    # the other modes do not check (and the argument is the caller's array)
+    silent = function([x], SilentInplace()(x), mode="FAST_RUN")
+    np.testing.assert_array_equal(silent(np.array([1.0])), [2.0])
 
 
 def test_view_without_view_map() -> None:

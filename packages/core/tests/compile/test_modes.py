@@ -96,11 +96,11 @@ def test_optimizer_none_runs_no_rewrites() -> None:
 def test_default_mode_follows_config_and_its_query_flags() -> None:
     with config.change_flags(mode="FAST_COMPILE"):
         assert get_mode(None).provided_optimizer == "fast_compile"
-    with config.change_flags(linker="py", optimizer="merge"):
+    with config.change_flags(mode="Mode", linker="py", optimizer="merge"):
         mode = get_mode(None)
         assert isinstance(mode.linker, PerformLinker)
         assert "merge" in mode.optimizer.include
-    with config.change_flags(optimizer_excluding="fusion:inplace"):
+    with config.change_flags(mode="Mode", optimizer_excluding="fusion:inplace"):
         assert {"fusion", "inplace"} <= get_mode(None).optimizer.exclude
         assert "fusion" not in get_mode("FAST_RUN").optimizer.exclude
 

@@ -99,6 +99,7 @@ def test_empty_matrices() -> None:
     assert opgraph.function([x], pinv(x))(np.zeros((0, 3))).shape == (3, 0)
 
 
+@pytest.mark.nonfinite
 def test_non_finite_input_gives_nan() -> None:
     x = T.dmatrix("x")
     for bad in (np.nan, np.inf):

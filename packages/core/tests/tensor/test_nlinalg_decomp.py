@@ -78,6 +78,7 @@ def test_eig_is_complex_and_matches_numpy(rng: np.random.Generator) -> None:
     check_infer_shape([x], [w, v], [a], Eig)
 
 
+@pytest.mark.nonfinite
 def test_empty_and_non_finite_inputs() -> None:
     x = T.dmatrix("x")
     outs = [*eigh(x), *svd(x), *qr(x)]

@@ -111,6 +111,7 @@ def test_index_inputs_have_no_gradient() -> None:
         opgraph.grad(crossentropy_categorical_1hot(x, y).sum(), y)
 
 
+@pytest.mark.nonfinite
 def test_empty_batch_and_non_finite(rng: np.random.Generator) -> None:
     x, y = T.dmatrix("x"), T.lvector("y")
     nll, sm = crossentropy_softmax_1hot(x, y)

@@ -146,6 +146,7 @@ def test_reshape_matches_numpy_over_dtypes(dtype: str, rng: np.random.Generator)
         check_symbolic_shape([x], out, [xv])
 
 
+@pytest.mark.nonfinite
 def test_reshape_symbolic_shapes_empty_and_nan(rng: np.random.Generator) -> None:
     x = T.dmatrix("x")
     a, b = T.lscalars("a", "b")

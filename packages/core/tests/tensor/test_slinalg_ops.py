@@ -86,6 +86,7 @@ def test_empty_matrices() -> None:
     assert [g.shape for g in got] == [(0, 0), (0, 0), (0,), (0, 0)]
 
 
+@pytest.mark.nonfinite
 def test_non_finite_input_gives_nan() -> None:
     a, b = T.dmatrix("a"), T.dmatrix("b")
     bad = np.eye(3)
@@ -95,6 +96,7 @@ def test_non_finite_input_gives_nan() -> None:
         assert np.isnan(val).all()
 
 
+@pytest.mark.nonfinite
 def test_cholesky_not_positive_definite() -> None:
     a = T.dmatrix("a")
     not_pd = np.array([[1.0, 2.0], [2.0, 1.0]])

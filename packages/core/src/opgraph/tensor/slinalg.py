@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Op
@@ -28,6 +27,13 @@ from opgraph.tensor.nlinalg.basic import (
     work_array,
 )
 from opgraph.tensor.type import TensorType
+
+
+def _linalg() -> Any:
+    """``scipy.linalg``, imported on first use (it costs ~0.2 s at ``import opgraph``)."""
+    import scipy.linalg
+
+    return scipy.linalg
 
 __all__ = [
     "MATRIX_STRUCTURES",
@@ -112,7 +118,7 @@ class Cholesky(Op):
         out = np.full(x.shape, np.nan)
         if finite(x):
             try:
-                out = scipy.linalg.cholesky(x, lower=self.lower, check_finite=False)
+                out = _linalg().cholesky(x, lower=self.lower, check_finite=False)
             except np.linalg.LinAlgError as exc:
                 if self.on_error == "raise":
                     raise np.linalg.LinAlgError(
@@ -160,8 +166,8 @@ class CholeskyGrad(Op):
         phi = np.tril(chol.T @ gchol)
         phi[np.diag_indices_from(phi)] *= 0.5
         hint = "the Cholesky factor is singular."
-        inner = lapack(self, scipy.linalg.solve_triangular, chol.T, phi.T, hint=hint)
-        s = lapack(self, scipy.linalg.solve_triangular, chol.T, inner.T, hint=hint)
+        inner = lapack(self, _linalg().solve_triangular, chol.T, phi.T, hint=hint)
+        s = lapack(self, _linalg().solve_triangular, chol.T, inner.T, hint=hint)
         sym = s + s.T
         grad = np.tril(sym) if self.lower else np.triu(sym)
         grad -= np.diag(np.diag(s))
@@ -225,7 +231,7 @@ class Solve(Op):
             lower = self.A_structure == "lower_triangular"
             out = lapack(
                 self,
-                scipy.linalg.solve_triangular,
+                _linalg().solve_triangular,
                 A,
                 b,
                 lower=lower,
@@ -236,7 +242,7 @@ class Solve(Op):
             assume = {"symmetric": "sym", "hermitian": "her"}.get(self.A_structure, "gen")
             out = lapack(
                 self,
-                scipy.linalg.solve,
+                _linalg().solve,
                 A,
                 b,
                 assume_a=assume,
@@ -321,7 +327,7 @@ class Eigvalsh(Op):
         if finite(*arrays):
             w = lapack(
                 self,
-                scipy.linalg.eigvalsh,
+                _linalg().eigvalsh,
                 *arrays,
                 lower=self.lower,
                 check_finite=False,
@@ -361,7 +367,7 @@ class EigvalshGrad(Op):
 
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
         *mats, gw = (np.asarray(a, dtype="float64") for a in inputs)
-        w, v = lapack(self, scipy.linalg.eigh, *mats, lower=self.lower)
+        w, v = lapack(self, _linalg().eigh, *mats, lower=self.lower)
         grads = [v @ np.diag(gw) @ v.T, -(v @ np.diag(gw * w) @ v.T)]
         for cell, g, var in zip(output_storage, grads, node.outputs, strict=False):
             store(cell, fold_triangle(g, self.lower), var)
@@ -390,7 +396,7 @@ class Expm(Op):
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
         A = work_array(inputs[0])
         check_square(self, A, "A")
-        out = scipy.linalg.expm(A) if finite(A) else np.full(A.shape, np.nan)
+        out = _linalg().expm(A) if finite(A) else np.full(A.shape, np.nan)
         store(output_storage[0], out, node.outputs[0])
 
     def L_op(self, inputs: Sequence[Variable], outputs: Sequence[Variable], grads: Any) -> list:
@@ -417,7 +423,7 @@ class ExpmGrad(Op):
         if A.size == 0:
             out = np.zeros(A.shape)
         elif finite(A, gA):
-            out = scipy.linalg.expm_frechet(A.T, gA, compute_expm=False, check_finite=False)
+            out = _linalg().expm_frechet(A.T, gA, compute_expm=False, check_finite=False)
         else:
             out = np.full(A.shape, np.nan)
         store(output_storage[0], out, node.outputs[0])

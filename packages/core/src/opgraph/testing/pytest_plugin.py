@@ -6,7 +6,10 @@ Loaded automatically (entry point ``pytest11``) where opgraph-core is installed:
 - ``mode``: parametrized over every named mode (``FAST_COMPILE``, ``FAST_RUN``,
   ``DEBUG_MODE``, ``PROFILE_MODE``);
 - ``linker``: parametrized over the installed linkers;
-- marks ``slow``, ``gpu`` (needs a CUDA device) and ``browser`` (needs headless Chromium).
+- marks ``slow``, ``gpu`` (needs a CUDA device), ``browser`` (needs headless Chromium) and
+  ``nonfinite`` (the test feeds NaN or inf on purpose: ``DEBUG_MODE``'s finite check, which
+  would report them, is off while it runs, so whole suites can run under
+  ``OPGRAPH_FLAGS=mode=DEBUG_MODE``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,21 @@ def pytest_configure(config: Any) -> None:
     config.addinivalue_line("markers", "slow: a long-running test")
     config.addinivalue_line("markers", "gpu: needs a CUDA device")
     config.addinivalue_line("markers", "browser: needs a headless browser (Debian chromium)")
+    config.addinivalue_line(
+        "markers", "nonfinite: feeds NaN/inf on purpose (DEBUG_MODE's finite check is off)"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _nonfinite_values_allowed(request: Any) -> Any:
+    """Turn ``DebugMode__check_finite`` off for tests marked ``nonfinite``."""
+    if request.node.get_closest_marker("nonfinite") is None:
+        yield
+        return
+    from opgraph.configdefaults import config
+
+    with config.change_flags(DebugMode__check_finite=False):
+        yield
 
 
 @pytest.fixture
