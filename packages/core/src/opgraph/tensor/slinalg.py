@@ -35,6 +35,7 @@ def _linalg() -> Any:
 
     return scipy.linalg
 
+
 __all__ = [
     "MATRIX_STRUCTURES",
     "Cholesky",
