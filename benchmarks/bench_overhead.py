@@ -4,8 +4,10 @@ NumPy evaluates the expression directly on the same values (a 0-d array for the 
 Each opgraph engine is called normally (every argument converted and checked by its
 Type) and with ``trust_input`` (arguments stored as given). Diagnostics for ``x + 1``:
 the Python linker (``py``); ``f.fn()`` alone (the VM with its input already stored),
-which is what a faster VM replaces; and the identity function with borrowed input and
-output (one trivial node), which is the framework's own cost without any arithmetic.
+which is what a faster VM replaces; the identity function with borrowed input and
+output (one trivial node), which is the framework's own cost without any arithmetic; and
+``x + 1`` returned with ``Out(borrow=True)`` under ``allow_gc=False``, where the output
+array of one call is reused by the next (no allocation).
 """
 
 from __future__ import annotations
@@ -96,6 +98,18 @@ def _identity(value: Any) -> Callable[[], Any]:
     return lambda: f(value)
 
 
+def _borrowed_output(value: Any) -> Callable[[], Any]:
+    """``x + 1`` (FAST_RUN, ``trust_input``) with a borrowed output and ``allow_gc=False``."""
+    import opgraph
+    import opgraph.tensor as T
+
+    x = T.dscalar("x")
+    best = opgraph_best_linker()
+    f = opgraph.function([x], opgraph.Out(x + 1, borrow=True), mode=opgraph_mode(f"{best}_nogc"))
+    f.trust_input = True
+    return lambda: f(value)
+
+
 def run(workload: str, ctx: Context) -> Table:
     """Time both tiny functions on every engine, default and ``trust_input``."""
     repeat = ctx.repeat(full=15, quick=7)
@@ -139,6 +153,9 @@ def run(workload: str, ctx: Context) -> Table:
             diagnostics = {
                 f"opgraph [{best}] f.fn() alone (diag.)": _vm_alone,
                 f"opgraph [{best}] identity, trust_input (diag.)": _identity,
+                f"opgraph [{best}] Out(borrow=True), no gc, trust_input (diag.)": (
+                    _borrowed_output
+                ),
             }
             for name, factory in diagnostics.items():
                 table.time(case, name, lambda f=factory: f(scalar), **timing)

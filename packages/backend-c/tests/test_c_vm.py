@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import weakref
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -35,14 +38,18 @@ def test_check_modes_with_c_linker(rng: np.random.Generator) -> None:
 
 
 def test_nodes_without_kernel_run_perform_and_are_marked(rng: np.random.Generator) -> None:
+    @as_op(itypes=[T.dmatrix, T.dmatrix], otypes=[T.dmatrix])
+    def product(a, b):  # an Op no backend has a kernel for
+        return a @ b
+
     a, b = T.dmatrix("a"), T.dmatrix("b")
-    f = function([a, b], T.exp(T.dot(a, b)), mode=Mode(linker="c"), profile=True)
+    f = function([a, b], T.exp(product(a, b)), mode=Mode(linker="c"), profile=True)
     av, bv = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
     assert_allclose(f(av, bv), np.exp(av @ bv))
     profile = f.profile
     impls = {type(n.op).__name__: impl for n, impl in profile.apply_impl.items()}
     assert impls["Elemwise"] == "c"
-    assert [type(n.op).__name__ for n in profile.py_fallback] == ["Dot22"]
+    assert [type(n.op).__name__ for n in profile.py_fallback] == ["FromFunctionOp"]
 
 
 def test_allow_gc_frees_intermediates(rng: np.random.Generator) -> None:
@@ -146,3 +153,64 @@ def test_missing_compiler_warns_and_runs_perform(rng: np.random.Generator) -> No
     xv = rng.standard_normal(3)
     assert_allclose(f(xv), np.exp(xv) + 1)
     assert all(getattr(t, "py_fallback", False) for t in f.fn.thunks)
+
+
+# ---------------------------------------------------------------------- buffers kept between calls
+
+
+def _cells_by_op(f: Any) -> dict[str, list[Any]]:
+    return {str(v.owner.op): f.fn.storage_map[v] for v in f.fn.storage_map if v.owner is not None}
+
+
+def test_reuse_flags_follow_no_recycling_and_borrow() -> None:
+    from opgraph_c.linker import REUSE_HELD, REUSE_NEVER, REUSE_UNSHARED
+
+    x = T.dvector("x")
+    mid = T.exp(x)
+    f = function(
+        [x],
+        [T.sin(mid), opgraph.Out(T.cos(mid), borrow=True)],
+        mode=Mode(linker="c_nogc", optimizer="None"),
+    )
+    flags = {str(n.op): t.output_reuse for n, t in zip(f.fn.nodes, f.fn.thunks)}
+    assert flags["Elemwise{exp,no_inplace}"] == (REUSE_UNSHARED,)
+    assert flags["Elemwise{sin,no_inplace}"] == (REUSE_NEVER,)
+    assert flags["Elemwise{cos,no_inplace}"] == (REUSE_HELD,)
+    assert f.fn.runner is not None
+
+
+def test_without_gc_intermediate_buffers_are_reused(rng: np.random.Generator) -> None:
+    x = T.dvector("x")
+    f = function([x], T.log(T.exp(x) + 1), mode=Mode(linker="c_nogc", optimizer="None"))
+    xv = rng.standard_normal(5)
+    out1 = f(xv)
+    exp_cell = _cells_by_op(f)["Elemwise{exp,no_inplace}"]
+    kept = weakref.ref(exp_cell[0])  # a strong reference would forbid the reuse
+    out2 = f(xv * 2)
+    assert exp_cell[0] is kept()  # written in place on the second call
+    assert_allclose(exp_cell[0], np.exp(xv * 2))
+    assert out2 is not out1
+    assert_allclose(out1, np.log(np.exp(xv) + 1))
+    assert_allclose(out2, np.log(np.exp(xv * 2) + 1))
+    f(rng.standard_normal(7))  # another shape: a new buffer
+    assert kept() is None and exp_cell[0].shape == (7,)
+
+
+def test_an_intermediate_held_elsewhere_is_not_overwritten(rng: np.random.Generator) -> None:
+    x = T.dvector("x")
+    f = function([x], T.log(T.exp(x) + 1), mode=Mode(linker="c_nogc", optimizer="None"))
+    xv = rng.standard_normal(4)
+    f(xv)
+    held = _cells_by_op(f)["Elemwise{exp,no_inplace}"][0]  # a second reference
+    f(xv + 1)
+    assert_allclose(held, np.exp(xv))
+    f.free()
+    assert all(cell[0] is None for cell in _cells_by_op(f).values())
+    assert_allclose(f(xv), np.log(np.exp(xv) + 1))
+
+
+def test_with_gc_every_call_gets_fresh_buffers(rng: np.random.Generator) -> None:
+    x = T.dvector("x")
+    f = function([x], T.log(T.exp(x) + 1), mode=Mode(linker="c", optimizer="None"))
+    f(rng.standard_normal(4))
+    assert all(cell[0] is None for cell in _cells_by_op(f).values())

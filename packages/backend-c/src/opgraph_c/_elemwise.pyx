@@ -9,13 +9,16 @@ over threads). It exports them as an ``opg_elemwise_kernel`` table in a capsule.
 
 :class:`ElemwiseThunk` does the rest, per call, in C: reads the input cells, checks shapes
 with Elemwise's broadcasting rules (same error text as ``Elemwise.perform``), allocates the
-outputs (or reuses the destroyed input for an in-place output), then calls the contiguous
-loop over the whole array when every operand is C-contiguous, else collapses dimensions and
-walks the outer ones, calling the contiguous or strided loop for the innermost one.
+outputs (or reuses the destroyed input for an in-place output, or the array the output's
+cell kept from the last call where the VM allows it: ``set_output_reuse``), then calls the
+contiguous loop over the whole array when every operand is C-contiguous, else collapses
+dimensions and walks the outer ones, calling the contiguous or strided loop for the
+innermost one.
 """
 
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+from cpython.ref cimport PyObject
 
 from opgraph_c._vm cimport CThunk
 
@@ -36,6 +39,11 @@ cdef extern from "opgraph_c_prelude.h":
         opg_strided_fn strided
         opg_parallel_fn parallel
     int OPG_ELEMWISE_ABI
+
+
+cdef extern from *:
+    Py_ssize_t _opg_refcnt "Py_REFCNT"(PyObject* o)
+    PyObject* _opg_item "PyList_GET_ITEM"(object cell, Py_ssize_t i)
 
 
 cdef enum:
@@ -82,6 +90,29 @@ cdef void _walk(opg_elemwise_kernel* k, int nops, int m, const Py_ssize_t* cshap
             return
 
 
+cdef bint _overlap(cnp.ndarray a, cnp.ndarray b):
+    """True if the memory spans of ``a`` and ``b`` may intersect (bounds only; as in _vm)."""
+    cdef char* lo[2]
+    cdef char* hi[2]
+    cdef cnp.ndarray x
+    cdef int k, d
+    cdef Py_ssize_t n, step
+    if cnp.PyArray_SIZE(a) == 0 or cnp.PyArray_SIZE(b) == 0:
+        return False
+    for k in range(2):
+        x = a if k == 0 else b
+        lo[k] = hi[k] = cnp.PyArray_BYTES(x)
+        for d in range(cnp.PyArray_NDIM(x)):
+            n = cnp.PyArray_DIM(x, d)
+            step = cnp.PyArray_STRIDE(x, d) * (n - 1)
+            if step < 0:
+                lo[k] += step
+            else:
+                hi[k] += step
+        hi[k] += cnp.PyArray_ITEMSIZE(x)
+    return lo[0] < hi[1] and lo[1] < hi[0]
+
+
 cdef class ElemwiseThunk(CThunk):
     """Runs one Elemwise node with a generated kernel.
 
@@ -117,6 +148,7 @@ cdef class ElemwiseThunk(CThunk):
     cdef int out_typenum[MAX_OPERANDS]
     cdef Py_ssize_t itemsize[MAX_OPERANDS]
     cdef int inplace[MAX_OPERANDS]
+    cdef unsigned char reuse[MAX_OPERANDS]
     cdef unsigned char hoisted[MAX_OPERANDS]
     cdef unsigned char bcast[MAX_OPERANDS][MAX_DIMS]
     cdef Py_ssize_t threshold
@@ -156,8 +188,53 @@ cdef class ElemwiseThunk(CThunk):
             self.out_typenum[j] = self.out_dtypes[j].num
             self.itemsize[nin + j] = self.out_dtypes[j].itemsize
             self.inplace[j] = inplace.get(j, -1)
+            self.reuse[j] = 0
         self.threshold = threshold
         self.nthreads = nthreads
+
+    def set_output_reuse(self, flags):
+        """Per output, what the array kept in its cell from the last call may be used for.
+
+        0: never reused (a fresh array each call); 1: overwritten when only the cell holds
+        it (an intermediate); 2: overwritten even if held elsewhere (a borrowed output).
+        Either way it must have the output's dtype and shape and overlap no input.
+        """
+        if len(flags) != self.nout:
+            raise ValueError(f"{self.node} has {self.nout} output(s), got {len(flags)} flags")
+        for j in range(self.nout):
+            self.reuse[j] = <unsigned char>flags[j]
+
+    @property
+    def output_reuse(self):
+        """The flags given to :meth:`set_output_reuse`, one per output."""
+        return tuple(self.reuse[j] for j in range(self.nout))
+
+    cdef object _kept(self, int j, Py_ssize_t* shape, list arrays):
+        """Output ``j``'s array from the last call if it may be overwritten now, else None."""
+        cdef list cell = <list>self.out_cells[j]
+        cdef PyObject* p
+        cdef cnp.ndarray a
+        cdef int nd = self.ndim, d, i
+        if len(cell) != 1:
+            return None
+        p = _opg_item(cell, 0)
+        if self.reuse[j] == 1 and _opg_refcnt(p) != 1:
+            return None  # someone else holds it (a view, the user): leave it alone
+        value = <object>p
+        if not cnp.PyArray_CheckExact(value):
+            return None
+        a = <cnp.ndarray>value
+        if (cnp.PyArray_TYPE(a) != self.out_typenum[j] or cnp.PyArray_NDIM(a) != nd
+                or not cnp.PyArray_IS_C_CONTIGUOUS(a) or not cnp.PyArray_ISWRITEABLE(a)
+                or not cnp.PyArray_ISALIGNED(a) or not cnp.PyArray_ISNOTSWAPPED(a)):
+            return None
+        for d in range(nd):
+            if cnp.PyArray_DIM(a, d) != shape[d]:
+                return None
+        for i in range(self.nin):
+            if _overlap(a, <cnp.ndarray>arrays[i]):
+                return None
+        return a
 
     cdef cnp.ndarray _input(self, object value, int i):
         """Input ``i`` as an aligned, native ndarray of the expected dtype and ndim."""
@@ -187,6 +264,7 @@ cdef class ElemwiseThunk(CThunk):
         cdef cnp.npy_intp* dims
         cdef cnp.ndarray a
         cdef list arrays = []
+        cdef object kept
         cdef int i, j, d
         for i in range(nin):
             arrays.append(self._input((<list>self.in_cells[i])[0], i))
@@ -224,7 +302,11 @@ cdef class ElemwiseThunk(CThunk):
                     a = a.copy()
                     arrays[i] = a
             else:
-                a = cnp.PyArray_EMPTY(nd, <cnp.npy_intp*>shape, self.out_typenum[j], 0)
+                kept = self._kept(j, shape, arrays) if self.reuse[j] else None
+                if kept is None:
+                    a = cnp.PyArray_EMPTY(nd, <cnp.npy_intp*>shape, self.out_typenum[j], 0)
+                else:
+                    a = <cnp.ndarray>kept
             arrays.append(a)
         if size > 0:
             self._compute(arrays, shape, size)

@@ -15,9 +15,26 @@ Built when opgraph-backend-c is installed (see the package README for the rebuil
 
 Both call ``fail(index)`` (core's ``VM.fail``, which re-raises with the node's details)
 when a thunk raises.
+
+- :class:`Caller` is a compiled function's whole call (``Function.__call__``) in C: checks
+  the arguments, stores them, runs the runner and the updates, collects the outputs and
+  empties the cells. Calls of one function from several threads are serialized.
 """
 
+cimport numpy as cnp
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.pythread cimport (
+    NOWAIT_LOCK,
+    WAIT_LOCK,
+    PyThread_acquire_lock,
+    PyThread_allocate_lock,
+    PyThread_free_lock,
+    PyThread_get_thread_ident,
+    PyThread_release_lock,
+    PyThread_type_lock,
+)
+
+cnp.import_array()
 
 
 cdef class CThunk:
@@ -30,6 +47,54 @@ cdef class CThunk:
         self.run()
 
 
+cdef class CRunner:
+    """Base of the runners: ``run_once`` is the C entry point :class:`Caller` uses."""
+
+    cdef int run_once(self) except -1:
+        raise TypeError(f"{type(self).__name__} must override CRunner.run_once")
+
+
+cdef bint _overlap(cnp.ndarray a, cnp.ndarray b):
+    """True if the memory spans of ``a`` and ``b`` may intersect (bounds only)."""
+    cdef char* lo[2]
+    cdef char* hi[2]
+    cdef cnp.ndarray x
+    cdef int k, d
+    cdef Py_ssize_t step
+    if cnp.PyArray_SIZE(a) == 0 or cnp.PyArray_SIZE(b) == 0:
+        return False
+    for k in range(2):
+        x = a if k == 0 else b
+        lo[k] = hi[k] = cnp.PyArray_BYTES(x)
+        for d in range(cnp.PyArray_NDIM(x)):
+            step = cnp.PyArray_STRIDE(x, d) * (cnp.PyArray_DIM(x, d) - 1)
+            if step < 0:
+                lo[k] += step
+            else:
+                hi[k] += step
+        hi[k] += cnp.PyArray_ITEMSIZE(x)
+    return lo[0] < hi[1] and lo[1] < hi[0]
+
+
+cdef int _drop_aliased(list held, list inputs) except -1:
+    """Empty each cell of ``held`` whose array overlaps the value of a cell of ``inputs``.
+
+    ``held`` are borrowed outputs' cells, whose arrays the next call may overwrite: not when
+    the caller passed one of them (or a view of one) back in as an argument.
+    """
+    cdef object value, other, cell, source
+    for cell in held:
+        value = cell[0]
+        if value is None or not cnp.PyArray_Check(value):
+            continue
+        for source in inputs:
+            other = source[0]
+            if other is not None and cnp.PyArray_Check(other) and _overlap(value, other):
+                cell[0] = None
+                break
+    return 0
+
+
 cdef unsigned char* _c_flags(list thunks) except NULL:
     cdef Py_ssize_t n = len(thunks)
     cdef unsigned char* flags = <unsigned char*>PyMem_Malloc(max(n, 1))
@@ -40,7 +105,7 @@ cdef unsigned char* _c_flags(list thunks) except NULL:
     return flags
 
 
-cdef class CLoop:
+cdef class CLoop(CRunner):
     """Runs every thunk once, in order, freeing dead intermediates.
 
     Parameters
@@ -53,19 +118,26 @@ cdef class CLoop:
         Cells emptied at the start of each call (outputs handed to the user).
     fail
         ``fail(index)`` re-raises the current exception with node ``index``'s details.
+    held, inputs
+        Cells of borrowed outputs whose arrays thunks may overwrite, and the cells of the
+        graph's inputs: a held array overlapping an input's value is dropped before the run.
     """
 
     cdef list thunks
     cdef list post_clear
     cdef list pre_clear
+    cdef list held, inputs
     cdef object fail
     cdef Py_ssize_t n
     cdef unsigned char* is_c
 
-    def __cinit__(self, list thunks, list post_clear, list pre_clear, object fail):
+    def __cinit__(self, list thunks, list post_clear, list pre_clear, object fail,
+                  list held=None, list inputs=None):
         self.thunks = thunks
         self.post_clear = [tuple(c) if c else None for c in post_clear]
         self.pre_clear = pre_clear
+        self.held = held or None
+        self.inputs = inputs or []
         self.fail = fail
         self.n = len(thunks)
         self.is_c = _c_flags(thunks)
@@ -75,10 +147,15 @@ cdef class CLoop:
 
     def run(self):
         """Run the graph once."""
+        self.run_once()
+
+    cdef int run_once(self) except -1:
         cdef Py_ssize_t i = 0
         cdef object thunk, clear, cell
         for cell in self.pre_clear:
             cell[0] = None
+        if self.held is not None:
+            _drop_aliased(self.held, self.inputs)
         try:
             for i in range(self.n):
                 thunk = self.thunks[i]
@@ -92,9 +169,10 @@ cdef class CLoop:
                         cell[0] = None
         except Exception:
             self.fail(i)
+        return 0
 
 
-cdef class CStack:
+cdef class CStack(CRunner):
     """Demand-driven evaluation for graphs with lazy nodes (``ifelse``), without recursion.
 
     Parameters
@@ -114,18 +192,23 @@ cdef class CStack:
         Compute cells reset per call; cells emptied before and after each call.
     fail
         ``fail(index)`` re-raises the current exception with node ``index``'s details.
+    held, inputs
+        As for :class:`CLoop`.
     """
 
     cdef list thunks, in_done, out_done, in_owner, roots, frees
-    cdef list reset_done, pre_clear, post_clear
+    cdef list reset_done, pre_clear, post_clear, held, inputs
     cdef object fail
     cdef Py_ssize_t n
     cdef unsigned char* is_c
     cdef unsigned char* is_lazy
 
     def __cinit__(self, list thunks, list in_done, list out_done, list in_owner, list roots,
-                  list frees, list reset_done, list pre_clear, list post_clear, object fail):
+                  list frees, list reset_done, list pre_clear, list post_clear, object fail,
+                  list held=None, list inputs=None):
         self.thunks = thunks
+        self.held = held or None
+        self.inputs = inputs or []
         self.in_done = in_done
         self.out_done = out_done
         self.in_owner = in_owner
@@ -161,16 +244,22 @@ cdef class CStack:
 
     def run(self):
         """Run the graph once, computing only what the outputs need."""
+        self.run_once()
+
+    cdef int run_once(self) except -1:
         cdef object cell
         for cell in self.reset_done:
             cell[0] = False
         for cell in self.pre_clear:
             cell[0] = None
+        if self.held is not None:
+            _drop_aliased(self.held, self.inputs)
         try:
             self._evaluate()
         finally:
             for cell in self.post_clear:
                 cell[0] = None
+        return 0
 
     cdef int _push_owners(self, list stack, Py_ssize_t i, list missing) except -1:
         cdef list owners = self.in_owner[i]
@@ -226,3 +315,205 @@ cdef class CStack:
                     cell[0] = None
             stack.pop()
         return 0
+
+
+cdef class Caller:
+    """A compiled function's call in C: ``Function.__call__`` when the C VM runs the graph.
+
+    Called as ``caller(args, kwargs)`` or ``caller.call(args, kwargs)``. With exactly one positional argument per input and
+    no keywords, it does the whole call here: an argument that is an exact ndarray of its
+    TensorType's dtype, ndim and fixed lengths is stored as it is (what ``filter`` would
+    return); any other goes through its Type's ``filter``, so conversions, ``strict``,
+    ``allow_downcast`` and every error message stay the Type's. Anything else (keywords,
+    defaults, a wrong number of arguments) goes to ``fallback``, the Python call path.
+
+    Parameters
+    ----------
+    inputs
+        Per explicit input: ``(cell, filter, strict, allow_downcast, spec)``; ``spec`` is
+        None (always call ``filter``) or ``(dtype, ndim, ((dim, length), ...))``, which an
+        ndarray passes unchanged.
+    runner
+        A :class:`CRunner` (called through C) or any callable running the graph once.
+    updates
+        Called after the runner to write the updates (all or none), or None.
+    outputs
+        The cells of the returned outputs.
+    clear_in, clear_out
+        Cells emptied after every call (also when it fails).
+    unpack_single, return_none, output_keys
+        How the outputs are returned: the value, None, a dict, else a list.
+    fallback
+        ``fallback(args, kwargs)``: the full Python call path.
+    input_error
+        ``input_error(index, value, exc)``: the exception to raise when input ``index``
+        rejects ``value``.
+    label
+        The function's name in messages.
+    """
+
+    cdef list cells, filters, strict, downcast, dtypes
+    cdef Py_ssize_t n_in
+    cdef int* ndim
+    cdef void** descr
+    cdef Py_ssize_t* fix_start
+    cdef Py_ssize_t* fix_dim
+    cdef Py_ssize_t* fix_len
+    cdef object runner, updates, output_keys, fallback, input_error, label
+    cdef bint c_runner, single, return_none
+    cdef list out_cells, clear_in, clear_out
+    cdef PyThread_type_lock lock
+    cdef unsigned long owner
+    cdef public bint trust_input
+
+    def __cinit__(self, *args, **kwargs):
+        self.lock = PyThread_allocate_lock()
+        if self.lock == NULL:
+            raise MemoryError()
+
+    def __init__(self, list inputs, object runner, object updates, list outputs,
+                 list clear_in, list clear_out, bint unpack_single, bint return_none,
+                 object output_keys, object fallback, object input_error, str label):
+        cdef Py_ssize_t n = len(inputs), n_fix = 0, i, k
+        self.n_in = n
+        self.cells = [entry[0] for entry in inputs]
+        self.filters = [entry[1] for entry in inputs]
+        self.strict = [bool(entry[2]) for entry in inputs]
+        self.downcast = [entry[3] for entry in inputs]
+        specs = [entry[4] for entry in inputs]
+        self.dtypes = [None if spec is None else spec[0] for spec in specs]
+        for spec in specs:
+            if spec is not None:
+                n_fix += len(spec[2])
+        self.ndim = <int*>PyMem_Malloc(max(n, 1) * sizeof(int))
+        self.descr = <void**>PyMem_Malloc(max(n, 1) * sizeof(void*))
+        self.fix_start = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
+        self.fix_dim = <Py_ssize_t*>PyMem_Malloc(max(n_fix, 1) * sizeof(Py_ssize_t))
+        self.fix_len = <Py_ssize_t*>PyMem_Malloc(max(n_fix, 1) * sizeof(Py_ssize_t))
+        if (self.ndim == NULL or self.descr == NULL or self.fix_start == NULL
+                or self.fix_dim == NULL or self.fix_len == NULL):
+            raise MemoryError()
+        k = 0
+        for i in range(n):
+            self.fix_start[i] = k
+            spec = specs[i]
+            if spec is None:
+                self.ndim[i] = -1
+                self.descr[i] = NULL
+                continue
+            self.ndim[i] = spec[1]
+            self.descr[i] = <void*>self.dtypes[i]
+            for dim, length in spec[2]:
+                self.fix_dim[k] = dim
+                self.fix_len[k] = length
+                k += 1
+        self.fix_start[n] = k
+        self.runner = runner
+        self.c_runner = isinstance(runner, CRunner)
+        self.updates = updates
+        self.out_cells = outputs
+        self.clear_in = clear_in
+        self.clear_out = clear_out
+        self.single = unpack_single
+        self.return_none = return_none
+        self.output_keys = output_keys
+        self.fallback = fallback
+        self.input_error = input_error
+        self.label = label
+        self.trust_input = False
+
+    def __dealloc__(self):
+        if self.lock != NULL:
+            PyThread_free_lock(self.lock)
+        PyMem_Free(self.ndim)
+        PyMem_Free(self.descr)
+        PyMem_Free(self.fix_start)
+        PyMem_Free(self.fix_dim)
+        PyMem_Free(self.fix_len)
+
+    def __call__(self, tuple args, dict kwargs):
+        """Run the function on ``args`` (positional) and ``kwargs`` (by input name)."""
+        return self.call(args, kwargs)
+
+    def call(self, tuple args, dict kwargs):
+        """``caller(args, kwargs)`` as a method (cheaper to call from Python, as bound)."""
+        cdef unsigned long me = PyThread_get_thread_ident()
+        if not PyThread_acquire_lock(self.lock, NOWAIT_LOCK):
+            if self.owner == me:
+                raise RuntimeError(
+                    f"{self.label} was called while it is already running in the same "
+                    "thread (from inside one of its own nodes); a function cannot call "
+                    "itself.\nHINT: call a copy of it instead (f.copy())."
+                )
+            with nogil:
+                PyThread_acquire_lock(self.lock, WAIT_LOCK)
+        self.owner = me
+        try:
+            if kwargs or len(args) != self.n_in:
+                return self.fallback(args, kwargs)
+            return self._call(args)
+        finally:
+            self.owner = 0
+            PyThread_release_lock(self.lock)
+
+    cdef inline bint _fits(self, object value, Py_ssize_t i):
+        """True if ``value`` is an ndarray that input ``i``'s filter returns unchanged."""
+        cdef cnp.ndarray a
+        cdef cnp.npy_intp* dims
+        cdef Py_ssize_t k
+        if self.ndim[i] < 0 or not cnp.PyArray_CheckExact(value):
+            return False
+        a = <cnp.ndarray>value
+        if cnp.PyArray_NDIM(a) != self.ndim[i] or <void*>cnp.PyArray_DESCR(a) != self.descr[i]:
+            return False
+        dims = cnp.PyArray_DIMS(a)
+        for k in range(self.fix_start[i], self.fix_start[i + 1]):
+            if dims[self.fix_dim[k]] != self.fix_len[k]:
+                return False
+        return True
+
+    cdef object _filter(self, object value, Py_ssize_t i):
+        try:
+            return self.filters[i](value, self.strict[i], self.downcast[i])
+        except (TypeError, ValueError) as exc:
+            raise self.input_error(i, value, exc) from exc
+
+    cdef object _call(self, tuple args):
+        cdef Py_ssize_t i
+        cdef object value, outputs, cell
+        cdef list cells = self.cells
+        try:
+            if self.trust_input:
+                for i in range(self.n_in):
+                    (<list>cells[i])[0] = args[i]
+            else:
+                for i in range(self.n_in):
+                    value = args[i]
+                    if not self._fits(value, i):
+                        value = self._filter(value, i)
+                    (<list>cells[i])[0] = value
+            if self.c_runner:
+                (<CRunner>self.runner).run_once()
+            else:
+                self.runner()
+            if self.updates is not None:
+                self.updates()
+        except BaseException:
+            for cell in self.clear_in:
+                cell[0] = None
+            for cell in self.clear_out:
+                cell[0] = None
+            raise
+        for cell in self.clear_in:
+            cell[0] = None
+        if self.single:
+            outputs = (<list>self.out_cells[0])[0]
+        else:
+            outputs = [(<list>cell)[0] for cell in self.out_cells]
+        for cell in self.clear_out:
+            cell[0] = None
+        if self.output_keys is not None:
+            return dict(zip(self.output_keys, outputs))
+        if self.return_none:
+            return None
+        return outputs

@@ -11,23 +11,46 @@ which times and reports each node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Thunk
 from opgraph.link.basic import gc_plan
 from opgraph.link.vm import VM, VMLinker
+from opgraph.tensor.type import TensorType
 from opgraph_c.registry import compiler_available, get_registry, module_spec
 from opgraph_c.spec import CModule
 
 __all__ = ["CVM", "CLinker"]
 
+#: What a thunk may do with the array its output cell kept from the previous call
+#: (``thunk.set_output_reuse``): never overwrite it, overwrite it if only the cell holds it,
+#: or overwrite it even if held elsewhere (an output the user borrowed).
+REUSE_NEVER, REUSE_UNSHARED, REUSE_HELD = 0, 1, 2
+
+
+def _fast_spec(t: Any) -> tuple[Any, int, tuple[tuple[int, int], ...]] | None:
+    """What an ndarray must match to pass ``t.filter`` unchanged, if ``t`` says (else None)."""
+    spec = getattr(t, "fast_filter_spec", None)
+    if spec is None or type(t).filter is not TensorType.filter:
+        return None
+    return spec()
+
 
 class CVM(VM):
     """Core's VM protocol (updates, ``fail``, ``clear_storage``) over a precompiled runner.
 
-    ``run`` is the runner's own method, so ``Function`` calls straight into compiled code.
+    ``run`` is the runner's own method, and :meth:`make_caller` gives ``Function`` the
+    whole call in compiled code (:class:`opgraph_c._vm.Caller`).
+
+    Thunks that can write into the array their output cell kept from the previous call
+    (``set_output_reuse``, e.g. :class:`opgraph_c._elemwise.ElemwiseThunk`) are told, per
+    output, what they may reuse: nothing for an output handed to the user (the
+    ``no_recycling`` variables, emptied before each call), an array only their cell holds
+    for an intermediate, and the array even if the user holds it for an output declared
+    ``Out(..., borrow=True)``. Cells keep their arrays between calls only with
+    ``allow_gc=False`` (Theano's rule).
 
     Parameters
     ----------
@@ -37,18 +60,101 @@ class CVM(VM):
 
     def __init__(self, *args: Any, lazy: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.runner = self._stack() if lazy else self._loop()
+        held = self._allow_reuse(kwargs.get("no_recycling", ()))
+        inputs = [self.storage_map[v] for v in self.fgraph.inputs] if held else []
+        self.runner = self._stack(held, inputs) if lazy else self._loop(held, inputs)
         self.run = self.runner.run  # type: ignore[method-assign]
 
-    def _loop(self) -> Any:
+    def _allow_reuse(self, no_recycling: Sequence[Variable]) -> list[list[Any]]:
+        """Tell each thunk which of its output buffers it may overwrite on the next call.
+
+        Returns the cells of borrowed outputs a thunk may overwrite even though the user
+        holds them: the runner drops such an array when it comes back as an argument.
+        """
+        fresh = set(no_recycling)
+        borrowed = set(self.fgraph.outputs) - fresh
+        held = []
+        for node, thunk in zip(self.nodes, self.thunks):
+            allow = getattr(thunk, "set_output_reuse", None)
+            if allow is None:
+                continue
+            flags = [
+                REUSE_NEVER if v in fresh else REUSE_HELD if v in borrowed else REUSE_UNSHARED
+                for v in node.outputs
+            ]
+            allow(flags)
+            held += [self.storage_map[v] for v, f in zip(node.outputs, flags) if f == REUSE_HELD]
+        return held
+
+    def make_caller(
+        self,
+        inputs: Sequence[tuple[list[Any], Any, bool, bool | None]],
+        outputs: Sequence[list[Any]],
+        clear_in: Sequence[list[Any]],
+        clear_out: Sequence[list[Any]],
+        unpack_single: bool,
+        return_none: bool,
+        output_keys: Sequence[str] | None,
+        fallback: Callable[[tuple[Any, ...], dict[str, Any]], Any],
+        input_error: Callable[[int, Any, BaseException], BaseException],
+        label: str,
+    ) -> Any:
+        """``Function.__call__`` in C (the hook core's ``Function`` looks for on its VM).
+
+        Parameters
+        ----------
+        inputs
+            Per explicit argument: ``(cell, type, strict, allow_downcast)``.
+        outputs
+            The cells of the returned outputs.
+        clear_in, clear_out
+            Cells emptied after every call.
+        unpack_single, return_none, output_keys
+            How the outputs are returned.
+        fallback
+            ``fallback(args, kwargs)``: the Python call path (keywords, defaults, errors).
+        input_error
+            ``input_error(index, value, exc)``: the error for a rejected argument.
+        label
+            The function's name in messages.
+
+        Returns
+        -------
+        opgraph_c._vm.Caller
+            Called as ``caller(args, kwargs)``.
+        """
+        from opgraph_c._vm import Caller
+
+        specs = [
+            (cell, t.filter, strict, downcast, _fast_spec(t))
+            for cell, t, strict, downcast in inputs
+        ]
+        return Caller(
+            specs,
+            self.runner,
+            self.apply_updates if self.updates else None,
+            list(outputs),
+            list(clear_in),
+            list(clear_out),
+            unpack_single,
+            return_none,
+            None if output_keys is None else list(output_keys),
+            fallback,
+            input_error,
+            label,
+        )
+
+    def _loop(self, held: list[list[Any]], inputs: list[list[Any]]) -> Any:
         from opgraph_c._vm import CLoop
 
         keep = list(self.fgraph.outputs)
         plan = gc_plan(self.nodes, keep) if self.allow_gc else [[] for _ in self.nodes]
         post_clear = [[self.storage_map[v] for v in vs] for vs in plan]
-        return CLoop(list(self.thunks), post_clear, list(self.pre_call_clear), self.fail)
+        return CLoop(
+            list(self.thunks), post_clear, list(self.pre_call_clear), self.fail, held, inputs
+        )
 
-    def _stack(self) -> Any:
+    def _stack(self, held: list[list[Any]], inputs: list[list[Any]]) -> Any:
         from opgraph_c._vm import CStack
 
         cmap, index = self.compute_map, self.node_index
@@ -90,6 +196,8 @@ class CVM(VM):
             list(self.pre_call_clear),
             post_clear,
             self.fail,
+            held,
+            inputs,
         )
 
 

@@ -6,11 +6,11 @@ import os
 from typing import Any
 
 from opgraph.graph.basic import Apply
-from opgraph.tensor.elemwise import DimShuffle, Elemwise
+from opgraph.tensor.elemwise import Elemwise
 from opgraph_c.codegen.elemwise import assemble, elemwise_part
-from opgraph_c.spec import PERFORM, CModule
+from opgraph_c.spec import CModule
 
-__all__ = ["ELEMWISE_VERSION", "dimshuffle_c", "elemwise_c", "register"]
+__all__ = ["ELEMWISE_VERSION", "elemwise_c", "register"]
 
 #: Bump when the generated code changes (it keys the compile cache).
 ELEMWISE_VERSION = 1
@@ -33,9 +33,8 @@ def _threads() -> int:
 
 
 def register(registry: Any, owner: str) -> None:
-    """Register the Elemwise and DimShuffle kernels."""
+    """Register the Elemwise kernel (DimShuffle's view thunk is in kernels/structure.py)."""
     registry.register(Elemwise, elemwise_c, version=ELEMWISE_VERSION, owner=owner)
-    registry.register(DimShuffle, dimshuffle_c, version=1, owner=owner)
 
 
 def elemwise_c(op: Elemwise, node: Apply) -> CModule | None:
@@ -81,8 +80,3 @@ def _thunk_factory(op: Elemwise, hoisted: tuple[bool, ...]) -> Any:
         )
 
     return make_thunk
-
-
-def dimshuffle_c(op: DimShuffle, node: Apply) -> Any:
-    """DimShuffle is a view (a transpose and a reshape, no copy): its perform is the kernel."""
-    return PERFORM

@@ -11,6 +11,7 @@ runs the VM (which applies the updates), and returns the outputs.
 from __future__ import annotations
 
 import copy as _copy
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -182,6 +183,11 @@ class Function:
     keyword (the inputs' names); inputs with a default may be left out. Each argument is
     converted by its input's Type unless ``trust_input`` is set.
 
+    When the VM offers ``make_caller`` (backend-c's does), calls go through the compiled
+    caller it returns, which does the common call (one positional argument per input) in C
+    and hands anything else to the Python path. Calls of one function from several threads
+    run one after the other; a function calling itself raises RuntimeError.
+
     Attributes
     ----------
     maker
@@ -207,8 +213,11 @@ class Function:
         self.maker = maker
         self.fn = fn
         self.name = maker.name
-        self.profile = maker.profile
-        self.trust_input = False
+        self._caller: Any = None
+        self._fast: Any = None
+        self._trust_input = False
+        self._lock = threading.Lock()
+        self._owner: int | None = None
         self.input_storage = [
             d if d is not None and d.storage is cell else Container(spec.variable, cell)
             for spec, cell, d in zip(maker.inputs, input_cells, defaults)
@@ -239,16 +248,117 @@ class Function:
         holders = [d or c for d, c in zip(defaults, self.input_storage)]
         self._finder: dict[Any, Container] = {s.variable: c for s, c in zip(maker.inputs, holders)}
         self._finder.update({s.name: c for s, c in zip(maker.inputs, holders) if s.name})
+        make_caller = getattr(fn, "make_caller", None)
+        if make_caller is not None:
+            self._caller = make_caller(
+                inputs=[(s.cell, s.type, s.strict, s.allow_downcast) for s in self._slots],
+                outputs=self._out_cells,
+                clear_in=self._clear_in,
+                clear_out=self._clear_out,
+                unpack_single=self._single,
+                return_none=self._return_none,
+                output_keys=self._output_keys,
+                fallback=self._call,
+                input_error=self._input_error_at,
+                label=self._label(),
+            )
+        self.profile = maker.profile
+
+    # ------------------------------------------------------------------ settings
+
+    @property
+    def trust_input(self) -> bool:
+        """Store the arguments without checking or converting them (fastest)."""
+        return self._trust_input
+
+    @trust_input.setter
+    def trust_input(self, value: bool) -> None:
+        self._trust_input = bool(value)
+        if self._caller is not None:
+            self._caller.trust_input = self._trust_input
+
+    @property
+    def profile(self) -> Any:
+        """The ProfileStats timing the calls, or None (calls then take the compiled path)."""
+        return self._profile
+
+    @profile.setter
+    def profile(self, value: Any) -> None:
+        self._profile = value
+        caller = self._caller if value is None else None
+        self._fast = getattr(caller, "call", caller)
 
     # ------------------------------------------------------------------ calling
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the function: positional arguments in input order, or by input name."""
+        fast = self._fast
+        if fast is not None:
+            return fast(args, kwargs)
+        lock = self._lock
+        if not lock.acquire(False):
+            self._wait_for(lock)
+        self._owner = threading.get_ident()
+        try:
+            return self._call(args, kwargs)
+        finally:
+            self._owner = None
+            lock.release()
+
+    def _wait_for(self, lock: threading.Lock) -> None:
+        """Wait for another thread's call to finish; a call from inside this one raises."""
+        if self._owner == threading.get_ident():
+            raise RuntimeError(
+                f"{self._label()} was called while it is already running in the same "
+                "thread (from inside one of its own nodes); a function cannot call itself."
+                "\nHINT: call a copy of it instead (f.copy())."
+            )
+        lock.acquire()
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One call, in Python: every argument form, defaults, profiling.
+
+        The argument cells are emptied after the call, the output cells too when it fails.
+        """
         profile = self.profile
         if profile is not None:
             t0 = time.perf_counter()
         n = len(args)
         if n > len(self._slots):
             raise self._arity_error(n)
+        try:
+            try:
+                self._store(args, kwargs)
+                if profile is not None:
+                    t1 = time.perf_counter()
+                    self._run()
+                    profile.vm_call_time += time.perf_counter() - t1
+                else:
+                    self._run()
+            finally:
+                for cell in self._clear_in:
+                    cell[0] = None
+            if self._single:
+                outputs = self._out_cells[0][0]
+            else:
+                outputs = [cell[0] for cell in self._out_cells]
+            if self._need_updates:
+                self._apply_updates()
+        except BaseException:
+            for cell in self._clear_out:
+                cell[0] = None
+            raise
+        for cell in self._clear_out:
+            cell[0] = None
+        if profile is not None:
+            self._record_call(profile, t0)
+        if self._output_keys is not None:
+            return dict(zip(self._output_keys, outputs))
+        return None if self._return_none else outputs
+
+    def _store(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Put the arguments (converted unless ``trust_input``) and defaults in the cells."""
+        n = len(args)
         if self.trust_input:
             for cell, arg in zip(self._cells, args):
                 cell[0] = arg
@@ -260,29 +370,6 @@ class Function:
                     raise self._input_error(slot, arg, exc) from exc
         if kwargs or n < len(self._slots):
             self._fill_rest(n, kwargs)
-        try:
-            if profile is not None:
-                t1 = time.perf_counter()
-                self._run()
-                profile.vm_call_time += time.perf_counter() - t1
-            else:
-                self._run()
-        finally:
-            for cell in self._clear_in:
-                cell[0] = None
-        if self._single:
-            outputs = self._out_cells[0][0]
-        else:
-            outputs = [cell[0] for cell in self._out_cells]
-        if self._need_updates:
-            self._apply_updates()
-        for cell in self._clear_out:
-            cell[0] = None
-        if profile is not None:
-            self._record_call(profile, t0)
-        if self._output_keys is not None:
-            return dict(zip(self._output_keys, outputs))
-        return None if self._return_none else outputs
 
     def _record_call(self, profile: Any, t0: float) -> None:
         profile.fct_callcount += 1
@@ -319,8 +406,6 @@ class Function:
             if slot.index in given or slot.stateful:
                 continue
             if slot.default is None:
-                for cell in self._clear_in:
-                    cell[0] = None
                 raise TypeError(
                     f"{self._label()} is missing a value for input {slot.index} "
                     f"({slot.name!r}), which has no default.\nHINT: pass it positionally or "
@@ -346,11 +431,15 @@ class Function:
             f"{self._label()} takes {len(self._slots)} argument(s) {names}, but {n} were given."
         )
 
+    def _input_error_at(self, index: int, arg: Any, exc: BaseException) -> BaseException:
+        """The error for explicit input ``index`` rejecting ``arg`` (for compiled callers)."""
+        return self._input_error(self._slots[index], arg, exc)
+
     def _input_error(self, slot: _Slot, arg: Any, exc: BaseException) -> BaseException:
         detail = str(exc)
         msg = (
             f"input {slot.index} ({slot.name!r}) of {self._label()} expects {slot.type}, "
-            f"got {describe_value(arg)}.\n{detail}"
+            f"got {_describe(arg)}.\n{detail}"
         )
         if "HINT:" not in detail:
             want = getattr(slot.type, "dtype", None)
@@ -492,6 +581,13 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<opgraph Function {self.name or ''}>".replace(" >", ">")
+
+
+def _describe(arg: Any) -> str:
+    """``describe_value``, also for symbolic variables (whose shape is not a tuple)."""
+    if isinstance(arg, Variable):
+        return f"the symbolic variable {arg} of type {arg.type}"
+    return describe_value(arg)
 
 
 def _default_of(spec: Any, current: Any) -> Any:

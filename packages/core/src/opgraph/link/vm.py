@@ -44,6 +44,15 @@ class VM:
         timing is on. :meth:`update_profile` moves them into a ProfileStats.
     need_update_inputs
         False: this VM writes the updates itself.
+
+    Notes
+    -----
+    A VM may also offer a compiled call path: ``make_caller(inputs=, outputs=, clear_in=,
+    clear_out=, unpack_single=, return_none=, output_keys=, fallback=, input_error=,
+    label=)`` returning ``caller(args, kwargs)`` (its ``call`` method is used when it has
+    one), which :class:`~opgraph.compile.function.Function` then calls instead of its Python
+    path (backend-c's ``CVM`` does). The caller must behave exactly like ``fallback(args,
+    kwargs)``, the Python path, and may hand it any call it does not handle itself.
     """
 
     need_update_inputs = False

@@ -102,6 +102,24 @@ class TensorType(Type):
             dtype or self.dtype, self.broadcastable if broadcastable is None else broadcastable
         )
 
+    #: ``(dtype, ndim, ((dim, length), ...))``, computed on first use: see fast_filter_spec.
+    _exact: tuple[np.dtype, int, tuple[tuple[int, int], ...]] | None = None
+
+    def fast_filter_spec(self) -> tuple[np.dtype, int, tuple[tuple[int, int], ...]]:
+        """What an ndarray must match for :meth:`filter` to return it unchanged.
+
+        Returns ``(dtype, ndim, ((dim, length), ...))``: an ndarray of exactly this dtype and
+        number of dimensions whose listed dimensions have these lengths (1 where
+        broadcastable, the static ``shape`` elsewhere) passes as it is, whatever ``strict``
+        and ``allow_downcast`` say. Compiled call paths use it to skip calling ``filter``.
+        """
+        exact = self._exact
+        if exact is None:
+            fixed = [(i, 1) for i, b in enumerate(self.broadcastable) if b]
+            fixed += [(i, s) for i, s in enumerate(self.shape or ()) if s is not None]
+            exact = self._exact = (self.numpy_dtype, self.ndim, tuple(dict.fromkeys(fixed)))
+        return exact
+
     def filter(self, data: Any, strict: bool = False, allow_downcast: bool | None = None) -> Any:
         """Return ``data`` as an ndarray of this type, or raise TypeError naming the problem.
 
@@ -109,6 +127,14 @@ class TensorType(Type):
         only if that loses nothing (int32 to float64) or ``allow_downcast`` is true; Python
         floats may always become floatX (Theano's rule).
         """
+        if type(data) is np.ndarray:  # the common case, checked first (same result)
+            dtype, ndim, fixed = self._exact or self.fast_filter_spec()
+            if data.dtype == dtype and data.ndim == ndim:
+                if not fixed:
+                    return data
+                shape = data.shape
+                if all(shape[i] == n for i, n in fixed):
+                    return data
         if isinstance(data, np.ndarray) and data.dtype == self.numpy_dtype:
             arr = data
         elif strict:

@@ -1,0 +1,650 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Precompiled BLAS thunks: ``Gemm``, ``Gemv``, ``Ger``, ``Dot22``, ``Dot22Scalar``, ``Dot``.
+
+Each thunk is a :class:`~opgraph_c._vm.CThunk` (the VM calls its ``run`` through the C
+vtable) that calls SciPy's BLAS (``?gemm``, ``?gemv``, ``?ger``, ``?dot``) for float32 and
+float64 operands. SciPy is not needed to build this module: the routines' addresses are
+read at import from the capsules of ``scipy.linalg.cython_blas.__pyx_capi__``, whose
+signatures are checked against the Fortran ones declared here.
+
+Layouts. BLAS reads column-major matrices with a leading dimension. A matrix whose rows (or
+columns) are evenly spaced, with unit steps inside them, is passed as is: a column-major
+one directly, a row-major one as the column-major storage of its transpose (BLAS's
+``trans`` flag). C- and Fortran-ordered arrays, their transposes and slices such as
+``A[:, :5]`` are never copied; any other operand (negative or interleaved steps,
+misaligned data, broadcast views) is copied to Fortran order first, as ``perform`` does.
+
+Semantics are those of the Ops' ``perform`` (:mod:`opgraph.tensor.blas`,
+:mod:`opgraph.tensor.dot`). The common case runs here in C; every other case calls
+``perform`` itself, so values and error messages are the same by construction: operands
+that are not aligned native arrays of the node's dtype, shape mismatches, empty
+dimensions, ``alpha == 0`` (the product is not computed) and sizes beyond BLAS's 32-bit
+integers. As in BLAS and ``perform``, ``beta == 0`` ignores the old contents of ``Z`` or
+``y`` (NaN included).
+
+In-place variants (``Gemm{inplace}``, ``Gemv{inplace}``, ``Ger{destructive}``) write into
+their input 0 and output it. When that input cannot be handed to BLAS as it is (a layout
+BLAS cannot address, or memory shared with another operand), the result is computed in a
+temporary and copied into it.
+"""
+
+cimport numpy as cnp
+from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
+from libc.limits cimport INT_MAX
+
+from opgraph_c._vm cimport CThunk
+
+import re
+
+import numpy as np
+
+cnp.import_array()
+
+
+# ------------------------------------------------------------------- the BLAS routines
+
+ctypedef void (*sgemm_t)(char*, char*, int*, int*, int*, float*, float*, int*, float*, int*,
+                         float*, float*, int*) noexcept nogil
+ctypedef void (*dgemm_t)(char*, char*, int*, int*, int*, double*, double*, int*, double*,
+                         int*, double*, double*, int*) noexcept nogil
+ctypedef void (*sgemv_t)(char*, int*, int*, float*, float*, int*, float*, int*, float*,
+                         float*, int*) noexcept nogil
+ctypedef void (*dgemv_t)(char*, int*, int*, double*, double*, int*, double*, int*, double*,
+                         double*, int*) noexcept nogil
+ctypedef void (*sger_t)(int*, int*, float*, float*, int*, float*, int*, float*,
+                        int*) noexcept nogil
+ctypedef void (*dger_t)(int*, int*, double*, double*, int*, double*, int*, double*,
+                        int*) noexcept nogil
+ctypedef float (*sdot_t)(int*, float*, int*, float*, int*) noexcept nogil
+ctypedef double (*ddot_t)(int*, double*, int*, double*, int*) noexcept nogil
+
+#: The Fortran signatures this module calls, as SciPy's capsules name them once its typedefs
+#: are reduced to their letters (``s`` is float, ``d`` double).
+SIGNATURES = {
+    "gemm": "void (char *, char *, int *, int *, int *, {t} *, {t} *, int *, {t} *, int *, "
+            "{t} *, {t} *, int *)",
+    "gemv": "void (char *, int *, int *, {t} *, {t} *, int *, {t} *, int *, {t} *, {t} *, "
+            "int *)",
+    "ger": "void (int *, int *, {t} *, {t} *, int *, {t} *, int *, {t} *, int *)",
+    "dot": "{t} (int *, {t} *, int *, {t} *, int *)",
+}
+
+cdef sgemm_t _sgemm = NULL
+cdef dgemm_t _dgemm = NULL
+cdef sgemv_t _sgemv = NULL
+cdef dgemv_t _dgemv = NULL
+cdef sger_t _sger = NULL
+cdef dger_t _dger = NULL
+cdef sdot_t _sdot = NULL
+cdef ddot_t _ddot = NULL
+
+
+cdef void* _routine(dict capi, str family, str letter) except NULL:
+    """The address of SciPy's ``<letter><family>`` after checking its signature."""
+    name = letter + family
+    capsule = capi.get(name)
+    if capsule is None:
+        raise ImportError(f"scipy.linalg.cython_blas exports no {name}")
+    cdef const char* raw = PyCapsule_GetName(capsule)
+    signature = re.sub(r"__pyx_t_\w*?cython_blas_([sd])\b", r"\1", raw.decode())
+    expected = SIGNATURES[family].format(t=letter)
+    if signature != expected:
+        raise ImportError(
+            f"scipy.linalg.cython_blas.{name} has the signature {signature!r}; opgraph_c._blas "
+            f"was written for {expected!r}. HINT: report this with your SciPy version."
+        )
+    return PyCapsule_GetPointer(capsule, raw)
+
+
+def _load_blas():
+    """Read the routines' addresses from ``scipy.linalg.cython_blas`` (once, at import)."""
+    global _sgemm, _dgemm, _sgemv, _dgemv, _sger, _dger, _sdot, _ddot
+    from scipy.linalg import cython_blas
+
+    capi = cython_blas.__pyx_capi__
+    _sgemm = <sgemm_t>_routine(capi, "gemm", "s")
+    _dgemm = <dgemm_t>_routine(capi, "gemm", "d")
+    _sgemv = <sgemv_t>_routine(capi, "gemv", "s")
+    _dgemv = <dgemv_t>_routine(capi, "gemv", "d")
+    _sger = <sger_t>_routine(capi, "ger", "s")
+    _dger = <dger_t>_routine(capi, "ger", "d")
+    _sdot = <sdot_t>_routine(capi, "dot", "s")
+    _ddot = <ddot_t>_routine(capi, "dot", "d")
+
+
+_load_blas()
+
+
+cdef enum:
+    # Release the GIL from this many multiply-adds on (releasing costs ~100 ns).
+    NOGIL_WORK = 4096
+    # How an operand is handed to BLAS (see _layout).
+    COL = 0
+    ROW = 1
+    BAD = -1
+
+
+# ------------------------------------------------------------------- operands
+
+
+cdef inline cnp.ndarray _fast(object value, int typenum, int ndim):
+    """``value`` if it is an aligned, native ndarray of ``typenum`` and ``ndim``, else None."""
+    cdef cnp.ndarray a
+    if not cnp.PyArray_Check(value):
+        return None
+    a = <cnp.ndarray>value
+    if (cnp.PyArray_TYPE(a) != typenum or cnp.PyArray_NDIM(a) != ndim
+            or not cnp.PyArray_ISALIGNED(a) or not cnp.PyArray_ISNOTSWAPPED(a)):
+        return None
+    return a
+
+
+cdef inline bint _scalar(object value, double* out) except -1:
+    """Read a 0-d float array into ``out``; False if ``value`` is anything else."""
+    cdef cnp.ndarray a
+    cdef int t
+    if not cnp.PyArray_Check(value):
+        return False
+    a = <cnp.ndarray>value
+    if cnp.PyArray_NDIM(a) != 0 or not cnp.PyArray_ISALIGNED(a):
+        return False
+    if not cnp.PyArray_ISNOTSWAPPED(a):
+        return False
+    t = cnp.PyArray_TYPE(a)
+    if t == cnp.NPY_DOUBLE:
+        out[0] = (<double*>cnp.PyArray_DATA(a))[0]
+    elif t == cnp.NPY_FLOAT:
+        out[0] = (<float*>cnp.PyArray_DATA(a))[0]
+    elif t == cnp.NPY_FLOAT16:
+        out[0] = float(a)
+    else:
+        return False
+    return True
+
+
+cdef inline bint _fits(Py_ssize_t n) noexcept:
+    """Whether a length fits BLAS's (32-bit) integers."""
+    return n <= INT_MAX
+
+
+cdef int _layout(cnp.ndarray a, int* ld) noexcept:
+    """How BLAS can read the matrix ``a`` in place: COL, ROW or BAD; sets its leading dim.
+
+    COL: column-major, ``a[i, j]`` at ``i + j * ld`` elements. ROW: row-major,
+    ``a[i, j]`` at ``i * ld + j`` (BLAS sees the transpose). The stride of a dimension of
+    length 1 does not matter.
+    """
+    cdef Py_ssize_t item = cnp.PyArray_ITEMSIZE(a)
+    cdef Py_ssize_t m = cnp.PyArray_DIM(a, 0), n = cnp.PyArray_DIM(a, 1)
+    cdef Py_ssize_t s0 = cnp.PyArray_STRIDE(a, 0), s1 = cnp.PyArray_STRIDE(a, 1)
+    if cnp.PyArray_IS_C_CONTIGUOUS(a):
+        ld[0] = <int>(n if n > 1 else 1)
+        return ROW if n <= INT_MAX else BAD
+    if cnp.PyArray_IS_F_CONTIGUOUS(a):
+        ld[0] = <int>(m if m > 1 else 1)
+        return COL if m <= INT_MAX else BAD
+    if (s1 == item or n <= 1) and s0 > 0 and s0 % item == 0:
+        if s0 // item >= n and s0 // item <= INT_MAX:
+            ld[0] = <int>(s0 // item)
+            return ROW
+    if (s0 == item or m <= 1) and s1 > 0 and s1 % item == 0:
+        if s1 // item >= m and s1 // item <= INT_MAX:
+            ld[0] = <int>(s1 // item)
+            return COL
+    return BAD
+
+
+cdef inline int _step(cnp.ndarray v) noexcept:
+    """The BLAS increment of the vector ``v``, or 0 if BLAS cannot step through it."""
+    cdef Py_ssize_t item = cnp.PyArray_ITEMSIZE(v), s = cnp.PyArray_STRIDE(v, 0)
+    if cnp.PyArray_DIM(v, 0) <= 1:
+        return 1
+    if s <= 0 or s % item != 0 or s // item > INT_MAX:
+        return 0
+    return <int>(s // item)
+
+
+cdef inline cnp.ndarray _fortran_copy(cnp.ndarray a):
+    return <cnp.ndarray>cnp.PyArray_NewCopy(a, cnp.NPY_FORTRANORDER)
+
+
+cdef bint _overlap(cnp.ndarray a, cnp.ndarray b) noexcept:
+    """Whether the memory extents of ``a`` and ``b`` intersect (NumPy's may_share_memory)."""
+    cdef char* alo = cnp.PyArray_BYTES(a)
+    cdef char* ahi = alo + cnp.PyArray_ITEMSIZE(a)
+    cdef char* blo = cnp.PyArray_BYTES(b)
+    cdef char* bhi = blo + cnp.PyArray_ITEMSIZE(b)
+    cdef Py_ssize_t ext
+    cdef int d
+    if cnp.PyArray_SIZE(a) == 0 or cnp.PyArray_SIZE(b) == 0:
+        return False
+    for d in range(cnp.PyArray_NDIM(a)):
+        ext = cnp.PyArray_STRIDE(a, d) * (cnp.PyArray_DIM(a, d) - 1)
+        if ext > 0:
+            ahi += ext
+        else:
+            alo += ext
+    for d in range(cnp.PyArray_NDIM(b)):
+        ext = cnp.PyArray_STRIDE(b, d) * (cnp.PyArray_DIM(b, d) - 1)
+        if ext > 0:
+            bhi += ext
+        else:
+            blo += ext
+    return alo < bhi and blo < ahi
+
+
+cdef inline cnp.ndarray _empty(int nd, cnp.npy_intp* dims, int typenum, bint fortran):
+    return <cnp.ndarray>cnp.PyArray_EMPTY(nd, dims, typenum, fortran)
+
+
+# ------------------------------------------------------------------- BLAS calls
+#
+# _x<routine> calls the float32 or float64 routine (scalars given as doubles); _<routine>
+# lays the operands out for it and releases the GIL for non-trivial sizes.
+
+
+cdef void _xgemm(int typenum, char ta, char tb, int M, int N, int K, double alpha, char* A,
+                 int lda, char* B, int ldb, double beta, char* C, int ldc) noexcept nogil:
+    cdef float fa = <float>alpha, fb = <float>beta
+    if typenum == cnp.NPY_DOUBLE:
+        _dgemm(&ta, &tb, &M, &N, &K, &alpha, <double*>A, &lda, <double*>B, &ldb, &beta,
+               <double*>C, &ldc)
+    else:
+        _sgemm(&ta, &tb, &M, &N, &K, &fa, <float*>A, &lda, <float*>B, &ldb, &fb, <float*>C,
+               &ldc)
+
+
+cdef void _xgemv(int typenum, char trans, int M, int N, double alpha, char* A, int lda,
+                 char* X, int incx, double beta, char* Y, int incy) noexcept nogil:
+    cdef float fa = <float>alpha, fb = <float>beta
+    if typenum == cnp.NPY_DOUBLE:
+        _dgemv(&trans, &M, &N, &alpha, <double*>A, &lda, <double*>X, &incx, &beta,
+               <double*>Y, &incy)
+    else:
+        _sgemv(&trans, &M, &N, &fa, <float*>A, &lda, <float*>X, &incx, &fb, <float*>Y, &incy)
+
+
+cdef void _xger(int typenum, int M, int N, double alpha, char* X, int incx, char* Y,
+                int incy, char* A, int lda) noexcept nogil:
+    cdef float fa = <float>alpha
+    if typenum == cnp.NPY_DOUBLE:
+        _dger(&M, &N, &alpha, <double*>X, &incx, <double*>Y, &incy, <double*>A, &lda)
+    else:
+        _sger(&M, &N, &fa, <float*>X, &incx, <float*>Y, &incy, <float*>A, &lda)
+
+
+cdef void _xdot(int typenum, int n, char* X, int incx, char* Y, int incy,
+                char* result) noexcept nogil:
+    if typenum == cnp.NPY_DOUBLE:
+        (<double*>result)[0] = _ddot(&n, <double*>X, &incx, <double*>Y, &incy)
+    else:
+        (<float*>result)[0] = _sdot(&n, <float*>X, &incx, <float*>Y, &incy)
+
+
+cdef inline cnp.ndarray _vector_for_blas(cnp.ndarray v, int* inc):
+    """``v``, or a contiguous copy if BLAS cannot step through it; sets its increment."""
+    inc[0] = _step(v)
+    if inc[0] == 0:
+        inc[0] = 1
+        return <cnp.ndarray>cnp.PyArray_NewCopy(v, cnp.NPY_CORDER)
+    return v
+
+
+cdef inline cnp.ndarray _matrix_for_blas(cnp.ndarray a, int* layout, int* ld):
+    """``a``, or a Fortran-ordered copy if BLAS cannot read it; sets its layout and ld."""
+    layout[0] = _layout(a, ld)
+    if layout[0] == BAD:
+        a = _fortran_copy(a)
+        layout[0] = _layout(a, ld)
+    return a
+
+
+cdef int _gemm(int typenum, double alpha, cnp.ndarray x, cnp.ndarray y, double beta,
+               cnp.ndarray out) except -1:
+    """``out <- alpha * x @ y + beta * out`` (``beta == 0``: ``out`` is not read).
+
+    ``out`` must have a BLAS layout (COL or ROW); ``x`` and ``y`` are copied if they have
+    none. Sizes are non-zero and fit in int (the caller checks).
+    """
+    cdef int m = <int>cnp.PyArray_DIM(x, 0), k = <int>cnp.PyArray_DIM(x, 1)
+    cdef int n = <int>cnp.PyArray_DIM(y, 1)
+    cdef int ldo, ldx, ldy, lx, ly, M, N, lda, ldb
+    cdef int lo = _layout(out, &ldo)
+    cdef char ta, tb
+    cdef char* A
+    cdef char* B
+    x = _matrix_for_blas(x, &lx, &ldx)
+    y = _matrix_for_blas(y, &ly, &ldy)
+    if lo == COL:  # out (m x n) = x (m x k) @ y (k x n)
+        M, N = m, n
+        ta = c"N" if lx == COL else c"T"
+        tb = c"N" if ly == COL else c"T"
+        A, lda, B, ldb = cnp.PyArray_BYTES(x), ldx, cnp.PyArray_BYTES(y), ldy
+    else:  # out.T (n x m) = y.T (n x k) @ x.T (k x m)
+        M, N = n, m
+        ta = c"N" if ly == ROW else c"T"
+        tb = c"N" if lx == ROW else c"T"
+        A, lda, B, ldb = cnp.PyArray_BYTES(y), ldy, cnp.PyArray_BYTES(x), ldx
+    cdef char* C = cnp.PyArray_BYTES(out)
+    if <Py_ssize_t>M * N * k >= NOGIL_WORK:
+        with nogil:
+            _xgemm(typenum, ta, tb, M, N, k, alpha, A, lda, B, ldb, beta, C, ldo)
+    else:
+        _xgemm(typenum, ta, tb, M, N, k, alpha, A, lda, B, ldb, beta, C, ldo)
+    return 0
+
+
+cdef int _gemv(int typenum, double alpha, cnp.ndarray a, bint transpose, cnp.ndarray x,
+               double beta, cnp.ndarray out, int inc_out) except -1:
+    """``out <- alpha * op(a) @ x + beta * out``, ``op(a)`` is ``a`` or ``a.T``.
+
+    ``out`` is stepped through with ``inc_out``; ``a`` and ``x`` are copied if BLAS cannot
+    read them in place. Sizes are non-zero and fit in int (the caller checks).
+    """
+    cdef int la, lda, incx
+    cdef char trans
+    a = _matrix_for_blas(a, &la, &lda)
+    x = _vector_for_blas(x, &incx)
+    # BLAS reads S = a (COL) or S = a.T (ROW), column-major; op(a) is S or S.T.
+    cdef int M = <int>cnp.PyArray_DIM(a, 0 if la == COL else 1)
+    cdef int N = <int>cnp.PyArray_DIM(a, 1 if la == COL else 0)
+    if la == COL:
+        trans = c"T" if transpose else c"N"
+    else:
+        trans = c"N" if transpose else c"T"
+    cdef char* A = cnp.PyArray_BYTES(a)
+    cdef char* X = cnp.PyArray_BYTES(x)
+    cdef char* Y = cnp.PyArray_BYTES(out)
+    if <Py_ssize_t>M * N >= NOGIL_WORK:
+        with nogil:
+            _xgemv(typenum, trans, M, N, alpha, A, lda, X, incx, beta, Y, inc_out)
+    else:
+        _xgemv(typenum, trans, M, N, alpha, A, lda, X, incx, beta, Y, inc_out)
+    return 0
+
+
+cdef int _ger(int typenum, double alpha, cnp.ndarray x, cnp.ndarray y,
+              cnp.ndarray out) except -1:
+    """``out <- out + alpha * outer(x, y)``; ``out`` has a BLAS layout (COL or ROW)."""
+    cdef int ldo, incx, incy, M, N, incu, incv
+    cdef int lo = _layout(out, &ldo)
+    cdef char* U
+    cdef char* V
+    x = _vector_for_blas(x, &incx)
+    y = _vector_for_blas(y, &incy)
+    cdef int m = <int>cnp.PyArray_DIM(x, 0), n = <int>cnp.PyArray_DIM(y, 0)
+    if lo == COL:  # out (m x n) += alpha * x y^T
+        M, N, U, incu, V, incv = m, n, cnp.PyArray_BYTES(x), incx, cnp.PyArray_BYTES(y), incy
+    else:  # out.T (n x m) += alpha * y x^T
+        M, N, U, incu, V, incv = n, m, cnp.PyArray_BYTES(y), incy, cnp.PyArray_BYTES(x), incx
+    cdef char* A = cnp.PyArray_BYTES(out)
+    if <Py_ssize_t>M * N >= NOGIL_WORK:
+        with nogil:
+            _xger(typenum, M, N, alpha, U, incu, V, incv, A, ldo)
+    else:
+        _xger(typenum, M, N, alpha, U, incu, V, incv, A, ldo)
+    return 0
+
+
+cdef int _vdot(int typenum, cnp.ndarray x, cnp.ndarray y, cnp.ndarray out) except -1:
+    """``out[()] <- dot(x, y)`` for two vectors of one non-zero length."""
+    cdef int n = <int>cnp.PyArray_DIM(x, 0), incx, incy
+    x = _vector_for_blas(x, &incx)
+    y = _vector_for_blas(y, &incy)
+    cdef char* X = cnp.PyArray_BYTES(x)
+    cdef char* Y = cnp.PyArray_BYTES(y)
+    cdef char* R = cnp.PyArray_BYTES(out)
+    if n >= NOGIL_WORK:
+        with nogil:
+            _xdot(typenum, n, X, incx, Y, incy, R)
+    else:
+        _xdot(typenum, n, X, incx, Y, incy, R)
+    return 0
+
+
+# ------------------------------------------------------------------- thunks
+
+
+cdef class BlasThunk(CThunk):
+    """Base of the BLAS thunks: the node, its cells, its dtype, and ``perform`` to fall back on.
+
+    Parameters
+    ----------
+    node
+        The Apply node (its Op's ``perform`` handles every case the thunk does not).
+    in_cells, out_cells
+        The node's storage cells.
+    dtype
+        The operands' dtype: ``float32`` or ``float64``.
+    """
+
+    cdef public object node
+    cdef object perform
+    cdef list in_cells, out_cells
+    cdef int typenum
+
+    def __init__(self, node, list in_cells, list out_cells, dtype):
+        dtype = np.dtype(dtype)
+        if dtype.num not in (cnp.NPY_FLOAT, cnp.NPY_DOUBLE):
+            raise TypeError(f"{type(self).__name__} runs float32 or float64 BLAS, not {dtype}")
+        self.node = node
+        self.perform = node.op.perform
+        self.in_cells, self.out_cells = in_cells, out_cells
+        self.inputs, self.outputs = in_cells, out_cells
+        self.lazy = False
+        self.typenum = dtype.num
+
+    cdef inline object _value(self, int i):
+        return (<list>self.in_cells[i])[0]
+
+    cdef int _fallback(self) except -1:
+        """Run the Op's ``perform`` (every case the C path does not take)."""
+        self.perform(self.node, [(<list>c)[0] for c in self.in_cells], self.out_cells)
+        return 0
+
+    cdef inline int _store(self, object value) except -1:
+        (<list>self.out_cells[0])[0] = value
+        return 0
+
+
+cdef class GemmThunk(BlasThunk):
+    """``Gemm``: ``Z <- b * Z + a * dot(X, Y)``; in place, the result overwrites ``Z``."""
+
+    cdef bint inplace
+
+    def __init__(self, node, list in_cells, list out_cells, dtype, bint inplace):
+        BlasThunk.__init__(self, node, in_cells, out_cells, dtype)
+        self.inplace = inplace
+
+    cdef int run(self) except -1:
+        cdef int t = self.typenum
+        cdef cnp.ndarray z = _fast(self._value(0), t, 2)
+        cdef cnp.ndarray x = _fast(self._value(2), t, 2)
+        cdef cnp.ndarray y = _fast(self._value(3), t, 2)
+        cdef double alpha, beta
+        cdef int ld
+        if (z is None or x is None or y is None or not _scalar(self._value(1), &alpha)
+                or not _scalar(self._value(4), &beta)):
+            return self._fallback()
+        cdef Py_ssize_t m = cnp.PyArray_DIM(x, 0), k = cnp.PyArray_DIM(x, 1)
+        cdef Py_ssize_t n = cnp.PyArray_DIM(y, 1)
+        if (cnp.PyArray_DIM(y, 0) != k or cnp.PyArray_DIM(z, 0) != m
+                or cnp.PyArray_DIM(z, 1) != n or alpha == 0 or m == 0 or n == 0 or k == 0
+                or not (_fits(m) and _fits(n) and _fits(k))):
+            return self._fallback()
+        cdef cnp.ndarray out, tmp
+        if self.inplace:
+            if not cnp.PyArray_ISWRITEABLE(z):
+                return self._fallback()
+            if _layout(z, &ld) == BAD or _overlap(z, x) or _overlap(z, y):
+                tmp = _fortran_copy(z) if beta != 0 else _empty(2, cnp.PyArray_DIMS(z), t, 1)
+                _gemm(t, alpha, x, y, beta, tmp)
+                cnp.PyArray_CopyInto(z, tmp)
+            else:
+                _gemm(t, alpha, x, y, beta, z)
+            return self._store(z)
+        cdef bint fortran = cnp.PyArray_IS_F_CONTIGUOUS(z) and not cnp.PyArray_IS_C_CONTIGUOUS(z)
+        out = _empty(2, cnp.PyArray_DIMS(z), t, fortran)
+        if beta != 0:
+            cnp.PyArray_CopyInto(out, z)
+        _gemm(t, alpha, x, y, beta, out)
+        return self._store(out)
+
+
+cdef class Dot22Thunk(BlasThunk):
+    """``Dot22`` (``dot(X, Y)``) or, with ``scaled``, ``Dot22Scalar`` (``a * dot(X, Y)``)."""
+
+    cdef bint scaled
+
+    def __init__(self, node, list in_cells, list out_cells, dtype, bint scaled):
+        BlasThunk.__init__(self, node, in_cells, out_cells, dtype)
+        self.scaled = scaled
+
+    cdef int run(self) except -1:
+        cdef int t = self.typenum
+        cdef cnp.ndarray x = _fast(self._value(0), t, 2)
+        cdef cnp.ndarray y = _fast(self._value(1), t, 2)
+        cdef double alpha = 1.0
+        cdef cnp.npy_intp dims[2]
+        if x is None or y is None:
+            return self._fallback()
+        if self.scaled and (not _scalar(self._value(2), &alpha) or alpha == 0):
+            return self._fallback()
+        cdef Py_ssize_t m = cnp.PyArray_DIM(x, 0), k = cnp.PyArray_DIM(x, 1)
+        cdef Py_ssize_t n = cnp.PyArray_DIM(y, 1)
+        if (cnp.PyArray_DIM(y, 0) != k or m == 0 or n == 0 or k == 0
+                or not (_fits(m) and _fits(n) and _fits(k))):
+            return self._fallback()
+        dims[0], dims[1] = m, n
+        cdef cnp.ndarray out = _empty(2, dims, t, 0)
+        _gemm(t, alpha, x, y, 0.0, out)
+        return self._store(out)
+
+
+cdef class GemvThunk(BlasThunk):
+    """``Gemv``: ``y <- b * y + a * dot(A, x)``; in place, the result overwrites ``y``."""
+
+    cdef bint inplace
+
+    def __init__(self, node, list in_cells, list out_cells, dtype, bint inplace):
+        BlasThunk.__init__(self, node, in_cells, out_cells, dtype)
+        self.inplace = inplace
+
+    cdef int run(self) except -1:
+        cdef int t = self.typenum
+        cdef cnp.ndarray y = _fast(self._value(0), t, 1)
+        cdef cnp.ndarray a = _fast(self._value(2), t, 2)
+        cdef cnp.ndarray x = _fast(self._value(3), t, 1)
+        cdef double alpha, beta
+        cdef int inc
+        if (y is None or a is None or x is None or not _scalar(self._value(1), &alpha)
+                or not _scalar(self._value(4), &beta)):
+            return self._fallback()
+        cdef Py_ssize_t m = cnp.PyArray_DIM(a, 0), k = cnp.PyArray_DIM(a, 1)
+        if (cnp.PyArray_DIM(x, 0) != k or cnp.PyArray_DIM(y, 0) != m or alpha == 0
+                or m == 0 or k == 0 or not (_fits(m) and _fits(k))):
+            return self._fallback()
+        cdef cnp.ndarray out
+        if self.inplace:
+            if not cnp.PyArray_ISWRITEABLE(y):
+                return self._fallback()
+            inc = _step(y)
+            if inc == 0 or _overlap(y, a) or _overlap(y, x):
+                out = (<cnp.ndarray>cnp.PyArray_NewCopy(y, cnp.NPY_CORDER) if beta != 0
+                       else _empty(1, cnp.PyArray_DIMS(y), t, 0))
+                _gemv(t, alpha, a, False, x, beta, out, 1)
+                cnp.PyArray_CopyInto(y, out)
+            else:
+                _gemv(t, alpha, a, False, x, beta, y, inc)
+            return self._store(y)
+        out = _empty(1, cnp.PyArray_DIMS(y), t, 0)
+        if beta != 0:
+            cnp.PyArray_CopyInto(out, y)
+        _gemv(t, alpha, a, False, x, beta, out, 1)
+        return self._store(out)
+
+
+cdef class GerThunk(BlasThunk):
+    """``Ger``: ``A <- A + a * outer(x, y)``; destructive, the result overwrites ``A``."""
+
+    cdef bint destructive
+
+    def __init__(self, node, list in_cells, list out_cells, dtype, bint destructive):
+        BlasThunk.__init__(self, node, in_cells, out_cells, dtype)
+        self.destructive = destructive
+
+    cdef int run(self) except -1:
+        cdef int t = self.typenum
+        cdef cnp.ndarray a = _fast(self._value(0), t, 2)
+        cdef cnp.ndarray x = _fast(self._value(2), t, 1)
+        cdef cnp.ndarray y = _fast(self._value(3), t, 1)
+        cdef double alpha
+        cdef int ld
+        if a is None or x is None or y is None or not _scalar(self._value(1), &alpha):
+            return self._fallback()
+        cdef Py_ssize_t m = cnp.PyArray_DIM(a, 0), n = cnp.PyArray_DIM(a, 1)
+        if (cnp.PyArray_DIM(x, 0) != m or cnp.PyArray_DIM(y, 0) != n or alpha == 0
+                or m == 0 or n == 0 or not (_fits(m) and _fits(n))):
+            return self._fallback()
+        cdef cnp.ndarray out
+        if self.destructive:
+            if not cnp.PyArray_ISWRITEABLE(a):
+                return self._fallback()
+            if _layout(a, &ld) == BAD or _overlap(a, x) or _overlap(a, y):
+                out = _fortran_copy(a)
+                _ger(t, alpha, x, y, out)
+                cnp.PyArray_CopyInto(a, out)
+            else:
+                _ger(t, alpha, x, y, a)
+            return self._store(a)
+        if cnp.PyArray_IS_F_CONTIGUOUS(a) and not cnp.PyArray_IS_C_CONTIGUOUS(a):
+            out = _fortran_copy(a)
+        else:
+            out = <cnp.ndarray>cnp.PyArray_NewCopy(a, cnp.NPY_CORDER)
+        _ger(t, alpha, x, y, out)
+        return self._store(out)
+
+
+cdef class DotThunk(BlasThunk):
+    """``Dot`` of vectors and matrices of one dtype: ``?dot``, ``?gemv`` or ``?gemm``."""
+
+    cdef int xnd, ynd
+
+    def __init__(self, node, list in_cells, list out_cells, dtype):
+        BlasThunk.__init__(self, node, in_cells, out_cells, dtype)
+        self.xnd = node.inputs[0].type.ndim
+        self.ynd = node.inputs[1].type.ndim
+        if self.xnd not in (1, 2) or self.ynd not in (1, 2):
+            raise TypeError(f"DotThunk runs dot of vectors and matrices, not {node}")
+
+    cdef int run(self) except -1:
+        cdef int t = self.typenum
+        cdef cnp.ndarray x = _fast(self._value(0), t, self.xnd)
+        cdef cnp.ndarray y = _fast(self._value(1), t, self.ynd)
+        cdef cnp.npy_intp dims[2]
+        cdef cnp.ndarray out
+        if x is None or y is None:
+            return self._fallback()
+        cdef Py_ssize_t k = cnp.PyArray_DIM(x, self.xnd - 1)
+        if cnp.PyArray_DIM(y, 0) != k or k == 0 or not _fits(k):
+            return self._fallback()
+        cdef int nd = 0, d
+        if self.xnd == 2:
+            dims[nd] = cnp.PyArray_DIM(x, 0)
+            nd += 1
+        if self.ynd == 2:
+            dims[nd] = cnp.PyArray_DIM(y, 1)
+            nd += 1
+        for d in range(nd):
+            if dims[d] == 0 or not _fits(dims[d]):
+                return self._fallback()
+        out = _empty(nd, dims, t, 0)
+        if nd == 0:
+            _vdot(t, x, y, out)
+        elif nd == 2:
+            _gemm(t, 1.0, x, y, 0.0, out)
+        elif self.xnd == 2:  # matrix @ vector
+            _gemv(t, 1.0, x, False, y, 0.0, out, 1)
+        else:  # vector @ matrix = y.T @ x
+            _gemv(t, 1.0, y, True, x, 0.0, out, 1)
+        return self._store(out)
