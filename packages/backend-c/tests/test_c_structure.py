@@ -21,6 +21,7 @@ import opgraph.tensor as T
 from opgraph.compile.debugmode import DebugMode
 from opgraph.compile.function import function
 from opgraph.compile.mode import Mode
+from opgraph.compile.ops import DeepCopyOp, ViewOp, deep_copy_op, view_op
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.tensor.basic import Rebroadcast
 from opgraph.tensor.elemwise import DimShuffle
@@ -150,6 +151,8 @@ def check_function(inputs: list[Variable], outputs: list[Variable], *values: Any
 
 
 STRUCTURAL = {
+    ViewOp,
+    DeepCopyOp,
     T.Shape,
     Shape_i,
     MakeVector,
@@ -582,3 +585,29 @@ def test_fast_run_training_graph_runs_structural_ops_in_c() -> None:
     )
     for got, exp in zip(c_fn(*args), py_fn(*args), strict=True):
         assert_allclose(got, exp)
+
+
+# ----------------------------------------------------------------------------------------
+# ViewOp, DeepCopyOp
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_view_and_deep_copy_ops(dtype: str) -> None:
+    x = _matrix(dtype)
+    for v in [*_layouts(_value((3, 4), dtype)), _value((0, 4), dtype)]:
+        (view,) = check_node(view_op(x).owner, v)
+        assert view is v
+        (copied,) = check_node(deep_copy_op(x).owner, v)
+        assert not np.shares_memory(copied, v) and copied.flags.c_contiguous
+    check_function([x], [view_op(x) * 1, deep_copy_op(x)], _value((2, 5), dtype))
+
+
+def test_deep_copy_of_a_non_array_runs_perform_deepcopy() -> None:
+    from opgraph.graph.type import Generic
+
+    g = Generic()("g")
+    node = deep_copy_op(g).owner
+    value = {"a": [1, 2]}
+    thunk, (cell,) = _thunk(node, [value], c=True)
+    thunk()
+    assert cell[0] == value and cell[0] is not value and cell[0]["a"] is not value["a"]

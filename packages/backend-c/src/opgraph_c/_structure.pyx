@@ -211,6 +211,29 @@ cdef class StructureThunk(CThunk):
 
 
 # ----------------------------------------------------------------------------------------
+# identity and copy (compile/ops.py)
+
+
+cdef class ViewThunk(StructureThunk):
+    """``ViewOp``: the input itself (any value)."""
+
+    cdef int fast(self) except -1:
+        self.set_out(0, self.arg(0))
+        return 0
+
+
+cdef class DeepCopyThunk(StructureThunk):
+    """``DeepCopyOp``: a C-ordered copy of an ndarray (anything else: perform's deepcopy)."""
+
+    cdef int fast(self) except -1:
+        cdef object x = self.arg(0)
+        if not _exact(x):
+            return 1
+        self.set_out(0, cnp.PyArray_NewCopy(<cnp.ndarray>x, cnp.NPY_CORDER))
+        return 0
+
+
+# ----------------------------------------------------------------------------------------
 # shapes
 
 

@@ -9,6 +9,7 @@ views, in-place updates, errors: anything unusual runs ``perform`` itself).
 =====================================  ==========================================
 op (core module)                       thunk
 =====================================  ==========================================
+ViewOp, DeepCopyOp (compile.ops)       the input itself / a C-ordered copy
 Shape, Shape_i, MakeVector (shape)     a new int64 array / vector
 SpecifyShape (shape)                   the input, shape checked
 Reshape (shape)                        NumPy's reshape, a view when possible
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.compile.ops import DeepCopyOp, ViewOp
 from opgraph.graph.basic import Apply, Constant
 from opgraph.scalar.type import ScalarType
 from opgraph.tensor.basic import Rebroadcast
@@ -96,6 +98,20 @@ def _scalar_or_tensor(node: Apply) -> bool:
         or (isinstance(v.type, TensorType) and v.type.ndim <= MAX_DIMS)
         for v in (*node.inputs, *node.outputs)
     )
+
+
+# ----------------------------------------------------------------------------------------
+# identity and copy
+
+
+def view_c(op: ViewOp, node: Apply) -> Precompiled:
+    """The input itself, whatever its type."""
+    return _thunk("ViewOp", "ViewThunk")
+
+
+def deep_copy_c(op: DeepCopyOp, node: Apply) -> Precompiled:
+    """A copy of an ndarray input (other values: perform's ``copy.deepcopy``)."""
+    return _thunk("DeepCopyOp", "DeepCopyThunk")
 
 
 # ----------------------------------------------------------------------------------------
@@ -265,6 +281,8 @@ def argmax_c(op: Argmax, node: Apply) -> Precompiled | object:
 
 
 _ENTRIES: dict[type, Callable[[Any, Apply], Any]] = {
+    ViewOp: view_c,
+    DeepCopyOp: deep_copy_c,
     Shape: shape_c,
     Shape_i: shape_i_c,
     MakeVector: make_vector_c,
