@@ -6,9 +6,10 @@ time the ``c`` linker needs it: backend-c's own kernels for core's Ops
 
 An entry's ``impl(op, node)`` returns a :class:`~opgraph_c.spec.CModule` (generated source),
 a :class:`~opgraph_c.spec.Precompiled` (a thunk from an installed extension),
-:data:`~opgraph_c.spec.PERFORM`, or None (no C code for that node). :func:`make_c_thunk`, the registry's thunk maker, compiles or loads the
-module through the cache and builds the node's thunk; a node whose entry returns None runs
-its Op's ``perform`` (marked ``[py-fallback]`` in profiles, with a one-time warning).
+:data:`~opgraph_c.spec.PERFORM`, or None (no C code for that node). :func:`make_c_thunk`,
+the registry's thunk maker, compiles or loads the module through the cache and builds the
+node's thunk; a node whose entry returns None runs its Op's ``perform`` (marked
+``[py-fallback]`` in profiles, with a one-time warning).
 """
 
 from __future__ import annotations

@@ -167,6 +167,15 @@ def element_function(
 ID = "@ID@"
 
 
+def node_signature(node: Apply) -> str:
+    """``node`` as its Op applied to its input types, for the comment atop a kernel.
+
+    Variable names would make the source, and so the cache key, differ between graphs that
+    compute the same thing; this is the same for all of them, so they share one module.
+    """
+    return f"{node.op}({', '.join(str(v.type) for v in node.inputs)})"
+
+
 def elemwise_part(op: Any, node: Apply, hoisted: Sequence[bool], openmp: bool) -> BundlePart | None:
     """The pieces of ``node``'s kernel, or None when its scalar op has no C code."""
     in_dtypes = [v.type.dtype for v in node.inputs]
@@ -180,7 +189,7 @@ def elemwise_part(op: Any, node: Apply, hoisted: Sequence[bool], openmp: bool) -
         for v, h in zip(node.inputs, hoisted, strict=True)
     )
     comment = (
-        f"# ---- kernel{ID}\n# Op:      {op}\n# Node:    {node}\n"
+        f"# ---- kernel{ID}\n# Op:      {op}\n# Node:    {node_signature(node)}\n"
         f"# Inputs:  {inputs}\n# Outputs: {', '.join(out_dtypes)}\n"
     )
     decl = [f"{CTYPES[d]} i{k}" for k, d in enumerate(in_dtypes)]

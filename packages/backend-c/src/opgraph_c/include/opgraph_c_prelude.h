@@ -49,6 +49,21 @@ typedef struct {
     opg_parallel_fn parallel;
 } opg_elemwise_kernel;
 
+/* ---- the table a generated reduction module exports in its REDUCE_KERNEL capsule */
+
+#define OPG_REDUCE_ABI 1
+
+/* out[k] = the reduction over r < R of the element at x + k * sk + r * sr (byte strides),
+ * for k < K (out contiguous); K >= 1, R >= 1; up to nthreads OpenMP threads. */
+typedef void (*opg_reduce_fn)(const char *x, char *out, ptrdiff_t K, ptrdiff_t R,
+                              ptrdiff_t sk, ptrdiff_t sr, int nthreads);
+
+typedef struct {
+    int abi;
+    int openmp; /* built with OpenMP: nthreads > 1 is honoured */
+    opg_reduce_fn reduce;
+} opg_reduce_kernel;
+
 /* ---- NumPy-exact scalar helpers */
 
 /* np.maximum / np.minimum: NaN in either argument gives NaN. */
