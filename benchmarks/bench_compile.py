@@ -3,7 +3,7 @@
 W5 compiles W3's MLP training function (forward, ``grad``, six SGD updates) against an
 empty compile cache (``OPGRAPH_CACHE_DIR`` a new temporary folder: "cold"), then again in
 another process against the same folder ("warm"). W8 compiles an N-op elementwise chain
-(N = 100, 1,000, 4,000; each process with an empty cache, after a trivial ``setup``
+(N = 250, 1,000, 4,000, 16,000; each process with an empty cache, after a trivial ``setup``
 compile that absorbs one-time costs) to expose rewrites that grow quadratically and
 recursion that hits Python's limit; the growth column is the exponent k in
 time ~ N^k between consecutive sizes.
@@ -56,7 +56,7 @@ WORKLOADS = {
 
 RESULT_MARK = "BENCH-RESULT "
 PHASE_MARK = "BENCH-PHASE "
-CHAIN_SIZES = (100, 1000, 4000)
+CHAIN_SIZES = (250, 1000, 4000, 16000)
 
 #: Phases in the order they are shown: (key, label).
 PHASES = (

@@ -233,7 +233,8 @@ class FusionRewriter(GraphRewriter):
                 args.append(s)
             scalar_of[node.outputs[0]] = _apply_scalar(node, args)
         old = root.outputs[0]
-        composite = ps.Composite(scalar_inputs, [scalar_of[old]])
+        # The scalar graph was built for this Composite alone: it needs no copy.
+        composite = ps.Composite(scalar_inputs, [scalar_of[old]], clone_graph=False)
         new = Elemwise(composite)(*tensor_inputs)
         if new.type != old.type:
             return False

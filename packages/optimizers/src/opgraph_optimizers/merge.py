@@ -52,8 +52,12 @@ def inputs_first(fgraph: Any) -> list[Apply]:
 
     An iterative depth-first walk from the outputs (deterministic, no recursion); unlike
     ``fgraph.toposort()`` it ignores the extra orderings of features, which merging does
-    not need.
+    not need. That is ``fgraph.io_toposort()``, which a FunctionGraph keeps until the graph
+    changes: it is used when there.
     """
+    cached = getattr(fgraph, "io_toposort", None)
+    if cached is not None:
+        return cached()
     order: list[Apply] = []
     done: set[Apply] = set()
     nodes = fgraph.apply_nodes

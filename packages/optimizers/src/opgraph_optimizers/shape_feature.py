@@ -143,7 +143,9 @@ class ShapeFeature(Feature):
         self.fgraph = fgraph
         self._reset()
         fgraph.shape_feature = self
-        for node in io_toposort(fgraph.inputs, fgraph.outputs):
+        cached = getattr(fgraph, "io_toposort", None)
+        order = cached() if cached is not None else io_toposort(fgraph.inputs, fgraph.outputs)
+        for node in order:
             self.on_import(fgraph, node, "on_attach")
 
     def on_detach(self, fgraph: Any) -> None:

@@ -53,9 +53,7 @@ class Variable(Node):
         index: int | None = None,
         name: str | None = None,
     ) -> None:
-        from opgraph.graph.type import Type as _Type
-
-        if not isinstance(type, _Type):
+        if not isinstance(type, _type_class()):
             raise TypeError(f"Variable needs a Type instance as its type, got {type!r}")
         if owner is not None and not isinstance(owner, Apply):
             raise TypeError(f"Variable.owner must be an Apply node or None, got {owner!r}")
@@ -91,8 +89,7 @@ class Variable(Node):
     def clone(self, name: str | None = None) -> Variable:
         """Return a new, ownerless Variable of the same type, name and tag (a fresh graph input)."""
         cp = self.__class__.__new__(self.__class__)
-        Variable.__init__(cp, self.type, None, None, self.name if name is None else name)
-        cp.tag = self.tag.copy()
+        _init_copy(cp, self, name)
         return cp
 
     def get_parents(self) -> list[Apply]:
@@ -117,6 +114,7 @@ class Variable(Node):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("_fn_cache", None)
+        state.pop("_signature", None)  # holds hashes, which differ between processes
         if state.get("fgraph") is not None:
             # Its FunctionGraph pickles the graph's links flat and restores them, so that
             # pickling a deep graph does not recurse along it (see FunctionGraph.__getstate__).
@@ -171,7 +169,11 @@ class Constant(Variable):
 
     def signature(self) -> tuple[Any, ...]:
         """A hashable key equal for constants of equal type and value (used by merging)."""
-        return (self.type, _data_key(self._data))
+        # Type and data never change: computed once (hashing the data's bytes is not free).
+        sig = self.__dict__.get("_signature")
+        if sig is None:
+            sig = self.__dict__["_signature"] = (self.type, _data_key(self._data))
+        return sig
 
     def equals(self, other: object) -> bool:
         """True if ``other`` is a Constant of the same type holding an equal value."""
@@ -194,10 +196,21 @@ class Constant(Variable):
     def clone(self, name: str | None = None) -> Constant:
         """Return a new Constant with the same type and (shared, read-only) data."""
         cp = self.__class__.__new__(self.__class__)
-        Variable.__init__(cp, self.type, None, None, self.name if name is None else name)
+        _init_copy(cp, self, name)
         cp._data = self._data
-        cp.tag = self.tag.copy()
         return cp
+
+
+def _init_copy(cp: Variable, var: Variable, name: str | None) -> None:
+    """Set up ``cp`` as an ownerless copy of ``var`` (what ``Variable.__init__`` does, with the
+    tag, creation trace included, copied from ``var`` instead of recorded anew)."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"Variable.name must be a string or None, got {name!r}")
+    cp.type = var.type
+    cp.owner = None
+    cp.index = None
+    cp.name = var.name if name is None else name
+    cp.tag = var.tag.copy()
 
 
 def _readonly(data: Any) -> Any:
@@ -261,14 +274,16 @@ class Apply(Node):
     """
 
     def __init__(self, op: Op, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
-        from opgraph.graph.op import Op as _Op
-
-        if not isinstance(op, _Op):
+        if not isinstance(op, _op_class()):
             raise TypeError(f"Apply needs an Op instance as its op, got {op!r}")
-        if isinstance(inputs, Variable) or not isinstance(inputs, Sequence):
-            raise TypeError(f"Apply({op}) inputs must be a list of Variables, got {inputs!r}")
-        if isinstance(outputs, Variable) or not isinstance(outputs, Sequence):
-            raise TypeError(f"Apply({op}) outputs must be a list of Variables, got {outputs!r}")
+        # (list and tuple first: the ABC check is slow, and Apply is built very often)
+        for what, seq in (("inputs", inputs), ("outputs", outputs)):
+            if (
+                type(seq) is not list
+                and type(seq) is not tuple
+                and (isinstance(seq, Variable) or not isinstance(seq, Sequence))
+            ):
+                raise TypeError(f"Apply({op}) {what} must be a list of Variables, got {seq!r}")
         for i, inp in enumerate(inputs):
             if not isinstance(inp, Variable):
                 raise TypeError(
@@ -374,6 +389,28 @@ class Apply(Node):
             node.inputs = new_inputs
         node.tag = self.tag.copy()
         return node
+
+
+_OP_CLASS: list[type] = []
+_TYPE_CLASS: list[type] = []
+
+
+def _type_class() -> type:
+    """``opgraph.graph.type.Type`` (imported on first use: that module imports this one)."""
+    if not _TYPE_CLASS:
+        from opgraph.graph.type import Type
+
+        _TYPE_CLASS.append(Type)
+    return _TYPE_CLASS[0]
+
+
+def _op_class() -> type:
+    """``opgraph.graph.op.Op`` (imported on first use: that module imports this one)."""
+    if not _OP_CLASS:
+        from opgraph.graph.op import Op
+
+        _OP_CLASS.append(Op)
+    return _OP_CLASS[0]
 
 
 def as_variable(x: Any, name: str | None = None) -> Variable:

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.features import AlreadyThere, Feature, InconsistencyError
-from opgraph.graph.traversal import io_toposort
 
 if TYPE_CHECKING:
     from opgraph.graph.fg import FunctionGraph
@@ -134,7 +133,7 @@ class DestroyHandler(Feature):
         fgraph.destroy_handler = self  # type: ignore[attr-defined]
         self._reset()
         if self.do_imports_on_attach:
-            for node in io_toposort(fgraph.inputs, fgraph.outputs):
+            for node in fgraph.io_toposort():
                 self.on_import(fgraph, node, "on_attach")
 
     def on_detach(self, fgraph: FunctionGraph) -> None:

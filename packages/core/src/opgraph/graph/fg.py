@@ -114,7 +114,10 @@ class FunctionGraph:
         self.execute_callbacks_times: dict[Any, float] = {}
         self._features: list[Any] = []
         self._callbacks: dict[str, list[tuple[Any, Callable[..., Any]]]] = {}
+        # Cached orders of the nodes, dropped on every change: with the features' orderings
+        # (toposort()) and without them (io_toposort(), what the rewrite walkers follow).
         self._toposort: list[Apply] | None = None
+        self._io_order: list[Apply] | None = None
         self.apply_nodes: set[Apply] = set()
         self.variables: set[Variable] = set()
         self.inputs: list[Variable] = []
@@ -201,7 +204,7 @@ class FunctionGraph:
             return
         self._setup_var(var)
         self.inputs.append(var)
-        self._toposort = None
+        self._toposort = self._io_order = None
 
     def add_output(self, var: Variable, reason: Any = None, import_missing: bool = False) -> None:
         """Append ``var`` to the graph's outputs, importing what it needs."""
@@ -210,7 +213,7 @@ class FunctionGraph:
         self.import_var(var, reason=reason, import_missing=import_missing)
         self.outputs.append(var)
         var.clients.append(("output", len(self.outputs) - 1))  # type: ignore[attr-defined]
-        self._toposort = None
+        self._toposort = self._io_order = None
 
     def remove_output(self, i: int, reason: Any = None) -> None:
         """Remove output ``i`` (later outputs move down one place); prune what it alone used."""
@@ -224,7 +227,7 @@ class FunctionGraph:
             self.update_mapping = {
                 (o if o < i else o - 1): inp for o, inp in self.update_mapping.items() if o != i
             }
-        self._toposort = None
+        self._toposort = self._io_order = None
         self._prune(var, None, reason)
 
     # ------------------------------------------------------------------ importing
@@ -292,7 +295,7 @@ class FunctionGraph:
                 if inp not in self.variables:
                     self._setup_var(inp)
                 inp.clients.append((node, i))  # type: ignore[attr-defined]
-            self._toposort = None
+            self._toposort = self._io_order = None
             self.execute_callbacks("on_import", node, reason)
 
     def _new_nodes(self, apply_node: Apply) -> list[Apply]:
@@ -344,7 +347,7 @@ class FunctionGraph:
             clients = v.clients  # type: ignore[attr-defined]
             if c is not None:
                 try:
-                    clients.remove(c)
+                    _remove_client(clients, c)
                 except ValueError:
                     raise ValueError(
                         f"{c} is not a client of {v} (clients: {clients}); the graph's client "
@@ -369,7 +372,7 @@ class FunctionGraph:
     def _remove_node(self, node: Apply, reason: Any) -> None:
         self.apply_nodes.remove(node)
         self.variables.difference_update(node.outputs)
-        self._toposort = None
+        self._toposort = self._io_order = None
         node.tag.removed_by = [*getattr(node.tag, "removed_by", ()), str(reason)]
         self.execute_callbacks("on_prune", node, reason)
         node.fgraph = None  # type: ignore[attr-defined]
@@ -431,7 +434,7 @@ class FunctionGraph:
         else:
             node.inputs[i] = new_var  # type: ignore[union-attr]
         new_var.clients.append((node, i))  # type: ignore[attr-defined]
-        self._toposort = None
+        self._toposort = self._io_order = None
         self._prune(var, (node, i), reason)
         self.execute_callbacks("on_change_input", node, i, var, new_var, reason=reason)
 
@@ -558,16 +561,20 @@ class FunctionGraph:
 
     def execute_callbacks(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Call ``feature.<name>(self, *args, **kwargs)`` on every feature that defines it."""
-        cbs = self._callbacks_for(name)
+        cbs = self._callbacks.get(name)
+        if cbs is None:
+            cbs = self._callbacks_for(name)
         if not cbs:
             return
-        t0 = time.perf_counter()
+        clock = time.perf_counter
         times = self.execute_callbacks_times
+        t0 = last = clock()
         for feature, fn in cbs:
-            tf0 = time.perf_counter()
             fn(self, *args, **kwargs)
-            times[feature] = times.get(feature, 0.0) + time.perf_counter() - tf0
-        self.execute_callbacks_time += time.perf_counter() - t0
+            now = clock()
+            times[feature] = times.get(feature, 0.0) + (now - last)
+            last = now
+        self.execute_callbacks_time += last - t0
 
     def collect_callbacks(self, name: str, *args: Any) -> dict[Any, Any]:
         """Return ``{feature: feature.<name>(self, *args)}`` for features that define it."""
@@ -614,8 +621,24 @@ class FunctionGraph:
             if len(self.apply_nodes) < 2:
                 order = list(self.apply_nodes)
             else:
-                order = io_toposort(self.inputs, self.outputs, self.orderings())
+                orderings = self.orderings()
+                if orderings:
+                    order = io_toposort(self.inputs, self.outputs, orderings)
+                else:
+                    order = self._io_order
+                    if order is None:
+                        order = self._io_order = io_toposort(self.inputs, self.outputs)
             self._toposort = order
+        return list(order)
+
+    def io_toposort(self) -> list[Apply]:
+        """Return ``io_toposort(fgraph.inputs, fgraph.outputs)``: the nodes in dependency order,
+        ignoring the features' orderings (the order the rewrite walkers visit). Cached until
+        the graph changes, so walkers that find nothing to do cost no sort.
+        """
+        order = self._io_order
+        if order is None:
+            order = self._io_order = io_toposort(self.inputs, self.outputs)
         return list(order)
 
     # ------------------------------------------------------------------ checks
@@ -672,6 +695,10 @@ class FunctionGraph:
             raise IntegrityError(str(err)) from None
         if self._toposort is not None:
             _check_order(self._toposort, self.apply_nodes)
+        if self._io_order is not None:
+            _check_order(self._io_order, self.apply_nodes)
+            if self._io_order != io_toposort(self.inputs, self.outputs):
+                raise IntegrityError("the cached io_toposort differs from a fresh sort")
 
     # ------------------------------------------------------------------ copies, pickling
 
@@ -713,7 +740,7 @@ class FunctionGraph:
         self.variables = set()
         self.inputs = []
         self.outputs = []
-        self._toposort = None
+        self._toposort = self._io_order = None
 
     def __getstate__(self) -> dict[str, Any]:
         # The graph's variables and nodes pickle without their links (owner, clients, inputs,
@@ -726,6 +753,7 @@ class FunctionGraph:
         state.pop("execute_callbacks_times", None)
         state["_callbacks"] = {}
         state["_toposort"] = None
+        state["_io_order"] = None
         state["memo"] = {}
         state["_links"] = [(n, list(n.inputs), list(n.outputs)) for n in self.apply_nodes]
         state["_clients"] = [(v, list(v.clients)) for v in self.variables]  # type: ignore[attr-defined]
@@ -734,6 +762,7 @@ class FunctionGraph:
     def __setstate__(self, state: dict[str, Any]) -> None:
         links = state.pop("_links", ())
         clients = state.pop("_clients", ())
+        self._io_order = None
         self.__dict__.update(state)
         for var, var_clients in clients:
             if not isinstance(var, Constant):
@@ -759,6 +788,38 @@ class FunctionGraph:
 
     def __repr__(self) -> str:
         return str(self)
+
+
+def _remove_client(clients: list[Client], client: Client) -> None:
+    """``clients.remove(client)`` (a client is listed once; ValueError if it is not there),
+    searching from both ends in windows of doubling size.
+
+    A shared constant can have thousands of clients, and pruning a chain removes them one by
+    one, from the front or from the back of the list depending on the rewrite: a search
+    from the front only would make pruning quadratic. The cost here is proportional to the
+    client's distance from the nearer end.
+    """
+    lo, hi = 0, len(clients)  # the part not searched yet
+    width = 32
+    # (Windows are sliced and tested with ``in``: a failed ``list.index`` would format its
+    # error message, the repr of a node, every time.)
+    while lo < hi:
+        end = min(lo + width, hi)
+        window = clients[lo:end]
+        if client in window:
+            k = lo + window.index(client)
+            break
+        lo = end
+        start = max(hi - width, lo)
+        window = clients[start:hi]
+        if client in window:
+            k = start + window.index(client)
+            break
+        hi = start
+        width *= 2
+    else:
+        raise ValueError(f"{client} is not in the list")
+    del clients[k]
 
 
 def _constant_input_msg(var: Variable, i: int | None = None) -> str:

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
-from opgraph.graph.utils import MetaObject, MethodNotDefined, add_tag_trace
+from opgraph.graph.utils import (
+    MetaObject,
+    MethodNotDefined,
+    _trace_limit,
+    trace_marks,
+    user_frames,
+)
 
 __all__ = ["Op", "OutputStorage", "Thunk"]
 
@@ -42,9 +49,18 @@ class Op(MetaObject):
 
     def __call__(self, *inputs: Any, return_list: bool = False, **kwargs: Any) -> Any:
         """Apply this Op: build the node and return its default output (or all outputs)."""
-        node = self.make_node(*inputs, **kwargs)
+        # The user's frames are recorded once, before make_node: the variables it creates
+        # (whose own traces would walk the whole stack again) stop their walk at this frame.
+        limit = _trace_limit()
+        trace = user_frames(limit, skip=1)
+        marks = trace_marks()
+        marks.append((sys._getframe(), limit, trace))
+        try:
+            node = self.make_node(*inputs, **kwargs)
+        finally:
+            marks.pop()
         for out in node.outputs:
-            add_tag_trace(out)
+            out.tag.trace = list(trace)
         node.tag.trace = node.outputs[0].tag.trace if node.outputs else []
         if return_list:
             return list(node.outputs)

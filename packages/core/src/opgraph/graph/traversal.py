@@ -146,17 +146,51 @@ def io_toposort(
 
     ``orderings`` adds extra constraints ``{node: [nodes that must run before it]}`` (the
     DestroyHandler uses it to run readers of a buffer before the node that overwrites it).
+
+    The order is the one :func:`general_toposort` gives over the bipartite graph (variables
+    and nodes), restricted to the nodes; it is computed by walking the nodes alone, which
+    halves the work on the big graphs a compilation sorts again and again.
     """
-    in_ids = {id(v) for v in inputs}
-    orderings = orderings or {}
+    blocked = {id(v) for v in inputs}
+    orderings = orderings or None
+    order: list[Apply] = []
+    state: dict[Apply, bool] = {}  # False: in progress, True: done
+    get_state = state.get
+    for out in outputs:
+        root = out.owner
+        if root is None or id(out) in blocked or get_state(root) is not None:
+            continue
+        state[root] = False
+        stack: list[tuple[Apply, Iterator]] = [(root, _node_deps(root, blocked, orderings))]
+        push = stack.append
+        while stack:
+            node, it = stack[-1]
+            for child in it:
+                st = get_state(child)
+                if st is None:
+                    state[child] = False
+                    push((child, _node_deps(child, blocked, orderings)))
+                    break
+                if st is False:
+                    raise ValueError(
+                        f"the graph contains a cycle: {child} depends on itself "
+                        f"(through {node}). A graph must be acyclic; check the last "
+                        "replace() or the Apply nodes you built by hand."
+                    )
+            else:
+                stack.pop()
+                state[node] = True
+                order.append(node)
+    return order
 
-    def deps(obj: object) -> Sequence | None:
-        if isinstance(obj, Variable):
-            if id(obj) in in_ids or obj.owner is None:
-                return None
-            return [obj.owner]
-        assert isinstance(obj, Apply)
-        extra = orderings.get(obj)
-        return list(obj.inputs) + list(extra) if extra else obj.inputs
 
-    return [n for n in general_toposort(list(outputs), deps) if isinstance(n, Apply)]
+def _node_deps(
+    node: Apply, blocked: set[int], orderings: dict[Apply, Sequence[Apply]] | None
+) -> Iterator[Apply]:
+    """The nodes ``node`` depends on, in input order, then its extra orderings."""
+    deps = [inp.owner for inp in node.inputs if inp.owner is not None and id(inp) not in blocked]
+    if orderings is not None:
+        extra = orderings.get(node)
+        if extra:
+            deps.extend(extra)
+    return iter(deps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ def register_internal_path(path: str) -> None:
     prefix = path if path.endswith(os.sep) else path + os.sep
     if prefix not in _SKIP_PREFIXES:
         _SKIP_PREFIXES.append(prefix)
+        _INTERNAL_FILES.clear()
 
 
 class MethodNotDefined(NotImplementedError):
@@ -58,9 +60,17 @@ class MetaObject:
         return {a: getattr(self, a) for a in self.__props__ or ()}
 
     def __eq__(self, other: object) -> bool:
-        if self.__props__ is None:
-            return self is other
-        return type(self) is type(other) and self._props() == other._props()  # type: ignore[attr-defined]
+        if self is other:
+            return True
+        props = self.__props__
+        if props is None or type(self) is not type(other):
+            return False
+        # What ``self._props() == other._props()`` computes, without building the tuples.
+        for name in props:
+            a, b = getattr(self, name), getattr(other, name)
+            if a is not b and not a == b:
+                return False
+        return True
 
     def __hash__(self) -> int:
         if self.__props__ is None:
@@ -81,7 +91,8 @@ class Scratchpad:
     """A free-form attribute bag attached to variables and Apply nodes (``var.tag``)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        self.__dict__.update(kwargs)
+        if kwargs:
+            self.__dict__.update(kwargs)
 
     def __repr__(self) -> str:
         items = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
@@ -89,7 +100,19 @@ class Scratchpad:
 
     def copy(self) -> Scratchpad:
         """Return a shallow copy (clones of a variable get their own tag)."""
-        return Scratchpad(**self.__dict__)
+        cp = Scratchpad.__new__(Scratchpad)
+        cp.__dict__.update(self.__dict__)
+        return cp
+
+
+#: ``{filename: True if the file is opgraph's (or a plugin's)}``, filled as frames are seen.
+_INTERNAL_FILES: dict[str, bool] = {}
+
+
+def _is_internal(filename: str) -> bool:
+    internal = filename.startswith(tuple(_SKIP_PREFIXES)) or filename.startswith("<frozen")
+    _INTERNAL_FILES[filename] = internal
+    return internal
 
 
 def user_frames(limit: int = 8, skip: int = 1) -> list[tuple[str, int, str]]:
@@ -97,28 +120,64 @@ def user_frames(limit: int = 8, skip: int = 1) -> list[tuple[str, int, str]]:
 
     Frames belonging to opgraph itself (and to registered plugin paths) are skipped, so the
     first entry is the user's line that caused the call. Only positions are recorded; the
-    source text is read lazily by :func:`format_trace`.
+    source text is read lazily by :func:`format_trace`. A walk reaching a frame recorded in
+    :func:`trace_marks` (an Op call in progress) takes the rest from there.
     """
     out: list[tuple[str, int, str]] = []
     if limit <= 0:
         return out
     frame = sys._getframe(skip)
-    prefixes = tuple(_SKIP_PREFIXES)
-    while frame is not None and len(out) < limit:
+    internal_files = _INTERNAL_FILES
+    marks = getattr(_TRACE_MARKS, "stack", None)
+    mark = marks[-1] if marks else None
+    mark_frame = mark[0] if mark is not None and mark[1] >= limit else None
+    while frame is not None:
+        if frame is mark_frame:
+            # The user frames from here up were recorded when that frame began its call;
+            # the frames above it are suspended in that call, so they are still the same.
+            out.extend(mark[2][: limit - len(out)])  # type: ignore[index]
+            break
         code = frame.f_code
         filename = code.co_filename
-        if not filename.startswith(prefixes) and not filename.startswith("<frozen"):
+        internal = internal_files.get(filename)
+        if internal is None:
+            internal = _is_internal(filename)
+        if not internal:
             out.append((filename, frame.f_lineno, code.co_name))
+            if len(out) >= limit:
+                break
         frame = frame.f_back
     return out
 
 
-def _trace_limit() -> int:
-    try:
-        from opgraph.configdefaults import config
+#: Per thread, a stack of ``(frame, limit, user_frames(limit) as seen from that frame)``
+#: for the Op calls in progress (see ``Op.__call__``): the variables created during such a
+#: call find the frames above it there instead of walking the whole stack again.
+_TRACE_MARKS = threading.local()
 
-        return int(config.traceback__limit)
-    except Exception:  # config not importable during early bootstrap
+
+def trace_marks() -> list[tuple[Any, int, list[tuple[str, int, str]]]]:
+    """This thread's stack of recorded call traces (see :func:`user_frames`)."""
+    marks = getattr(_TRACE_MARKS, "stack", None)
+    if marks is None:
+        marks = _TRACE_MARKS.stack = []
+    return marks
+
+
+_config: Any = None
+
+
+def _trace_limit() -> int:
+    global _config
+    if _config is None:
+        try:
+            from opgraph.configdefaults import config
+        except Exception:  # config not importable during early bootstrap
+            return 8
+        _config = config
+    try:
+        return int(_config.traceback__limit)
+    except Exception:  # the flag is not declared yet (bootstrap)
         return 8
 
 

@@ -56,6 +56,9 @@ Replacements = Sequence[Variable | None] | Mapping[Variable, Variable] | None | 
 FailureCallback = Callable[[BaseException, Any, Apply | None, Any], None]
 
 
+_clock = time.perf_counter
+
+
 class RewriteWarning(UserWarning):
     """A rewrite failed and was skipped, or an equilibrium stopped at its work bound."""
 
@@ -359,26 +362,60 @@ class TrackerIndex:
             for t in tracks:
                 table: dict[Any, list[int]] = self._by_class if isinstance(t, type) else self._by_op
                 table.setdefault(t, []).append(i)
-        self._cache: dict[type, tuple[int, ...]] = {}
+        self._cache: dict[type, tuple[NodeRewriter, ...]] = {}
+        # (Op class, id of a _by_op entry) -> rewriters; the entry lives as long as the index.
+        self._merged: dict[tuple[type, int], tuple[NodeRewriter, ...]] = {}
+        self._class_idx: dict[type, tuple[int, ...]] = {}
 
-    def get(self, op: Op) -> list[NodeRewriter]:
-        """The rewriters that track ``op`` (its class, a base class, or ``op`` itself)."""
-        cls = type(op)
-        found = self._cache.get(cls)
+    def _indices(self, cls: type) -> tuple[int, ...]:
+        found = self._class_idx.get(cls)
         if found is None:
             idx = set(self._untracked)
             for klass in cls.__mro__:
                 idx.update(self._by_class.get(klass, ()))
-            found = self._cache[cls] = tuple(sorted(idx))
+            found = self._class_idx[cls] = tuple(sorted(idx))
+        return found
+
+    def lookup_for_pass(self) -> Callable[[Op], Sequence[NodeRewriter]]:
+        """A :meth:`get` for one walk over a graph, remembering its answer per Op object.
+
+        Most nodes of a big graph share a few Op objects, and an Op's hash and equality
+        (its props) are not free. The memo holds the Ops themselves, so an id is never
+        reused while it lives (it lives as long as the walk).
+        """
+        memo: dict[int, tuple[Op, list[NodeRewriter]]] = {}
+        get = self.get
+
+        def lookup(op: Op) -> list[NodeRewriter]:
+            hit = memo.get(id(op))
+            if hit is None or hit[0] is not op:
+                hit = memo[id(op)] = (op, get(op))
+            return hit[1]
+
+        return lookup
+
+    def get(self, op: Op) -> list[NodeRewriter]:
+        """The rewriters that track ``op`` (its class, a base class, or ``op`` itself), in
+        list order."""
+        cls = type(op)
         if self._by_op:
             try:
                 extra = self._by_op.get(op)
             except TypeError:  # an unhashable Op never matches an instance track
                 extra = None
             if extra:
-                found = tuple(sorted(set(found).union(extra)))
-        rws = self.rewriters
-        return [rws[i] for i in found]
+                key = (cls, id(extra))
+                merged = self._merged.get(key)
+                if merged is None:
+                    rws = self.rewriters
+                    idx = sorted(set(self._indices(cls)).union(extra))
+                    merged = self._merged[key] = tuple(rws[i] for i in idx)
+                return list(merged)
+        found = self._cache.get(cls)
+        if found is None:
+            rws = self.rewriters
+            found = self._cache[cls] = tuple(rws[i] for i in self._indices(cls))
+        return list(found)
 
 
 # ---------------------------------------------------------------------------- replacing
@@ -464,6 +501,15 @@ def apply_replacements(
 # ---------------------------------------------------------------------------- walkers
 
 
+def _graph_order(fgraph: Any) -> list[Apply]:
+    """The graph's nodes in ``io_toposort`` order, from the FunctionGraph's cache if it has
+    one (a walk that changed nothing leaves it valid for the next walker)."""
+    cached = getattr(fgraph, "io_toposort", None)
+    if cached is not None:
+        return cached()
+    return io_toposort(fgraph.inputs, fgraph.outputs)
+
+
 def _is_revert(reason: Any) -> bool:
     """True for the changes History makes while undoing a rejected replacement."""
     return isinstance(reason, tuple) and bool(reason) and reason[0] == "Revert"
@@ -520,10 +566,14 @@ class _NodeWalkerBase(GraphRewriter):
 
     def _try(self, fgraph: Any, node: Apply, rw: NodeRewriter, stats: RewriteStats) -> bool:
         """Run one rewriter on one node; True if it changed the graph."""
-        start = time.perf_counter()
+        start = _clock()
         changed = False
         try:
-            result = rw.transform(fgraph, node)
+            # (a rewriter made by @node_rewriter is called directly: one call less per try)
+            if type(rw) is FromFunctionNodeRewriter:
+                result = rw.fn(fgraph, node)
+            else:
+                result = rw.transform(fgraph, node)
             if result is not None and result is not False:
                 changed = apply_replacements(
                     fgraph, rw, result, node, reason=self.name or "", verbose=self._verbose
@@ -531,7 +581,7 @@ class _NodeWalkerBase(GraphRewriter):
         except Exception as exc:
             if not _is_inconsistency(exc):
                 (self.failure_callback or rewrite_failure)(exc, rw, node, fgraph)
-        stats.record_node(rw, time.perf_counter() - start, changed)
+        stats.record_node(rw, _clock() - start, changed)
         return changed
 
 
@@ -581,19 +631,23 @@ class WalkingGraphRewriter(_NodeWalkerBase):
         """Walk the graph once; return the number of rewrites applied."""
         stats = ensure_rewrite_stats(fgraph)
         self._verbose = bool(_config("optimizer_verbose", False))
-        queue: deque[Apply] = deque(io_toposort(fgraph.inputs, start_from or fgraph.outputs))
+        if not start_from:
+            queue: deque[Apply] = deque(_graph_order(fgraph))
+        else:
+            queue = deque(io_toposort(fgraph.inputs, start_from))
         listener = None if self.ignore_newtrees else _Listener(on_import=queue.append)
         if listener is not None:
             fgraph.attach_feature(listener)
         pop = queue.pop if self.order == "out_to_in" else queue.popleft
         applied = 0
         apply_nodes = fgraph.apply_nodes
+        tracking = self._index.lookup_for_pass()
         try:
             while queue:
                 node = pop()
                 if node not in apply_nodes:
                     continue
-                for rw in self._index.get(node.op):
+                for rw in tracking(node.op):
                     if self._try(fgraph, node, rw, stats):
                         applied += 1
                         if node not in apply_nodes:
@@ -746,7 +800,7 @@ class EquilibriumGraphRewriter(_NodeWalkerBase):
 
     def _node_pass(self, fgraph: Any, stats: RewriteStats, budget: _UseBudget) -> int:
         """Try the node rewriters on every node, outputs first (and new nodes as they come)."""
-        queue: deque[Apply] = deque(io_toposort(fgraph.inputs, fgraph.outputs))
+        queue: deque[Apply] = deque(_graph_order(fgraph))
         listener = None
         if not self.ignore_newtrees or self.tracks_on_change_inputs:
             listener = _Listener(
@@ -756,12 +810,13 @@ class EquilibriumGraphRewriter(_NodeWalkerBase):
             fgraph.attach_feature(listener)
         applied = 0
         apply_nodes = fgraph.apply_nodes
+        tracking = self._index.lookup_for_pass()
         try:
             while queue and not budget.exhausted:
                 node = queue.pop()
                 if node not in apply_nodes:
                     continue
-                for rw in self._index.get(node.op):
+                for rw in tracking(node.op):
                     if self._try(fgraph, node, rw, stats):
                         applied += 1
                         if not budget.spend(rw) or node not in apply_nodes:

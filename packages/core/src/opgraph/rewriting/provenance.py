@@ -164,9 +164,19 @@ class RewriteStats(Feature):
 
     def __init__(self) -> None:
         self.records: dict[tuple[str, str], RewriteRecord] = {}
+        self._seen: dict[int, tuple[Any, Any, RewriteRecord]] = {}
         self.total_time = 0.0
         self.depth = 0
         self.suppress_fallback = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_seen"] = {}  # a cache keyed by id(), holding the rewriters themselves
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_seen", {})
 
     # -- feature callbacks
     def on_attach(self, fgraph: Any) -> None:
@@ -191,10 +201,16 @@ class RewriteStats(Feature):
 
     # -- recording
     def _record(self, rewriter: Any, kind: str = "node") -> RewriteRecord:
+        # The record of a rewriter object seen before, without recomputing its identity
+        # (its ``location`` is a property): kept with the object, so its id is never reused.
+        seen = self._seen.get(id(rewriter))
+        if seen is not None and seen[0] is rewriter and seen[1] == getattr(rewriter, "name", None):
+            return seen[2]
         key = _rewrite_identity(rewriter)
         rec = self.records.get(key)
         if rec is None:
             rec = self.records[key] = RewriteRecord(key[0], key[1], kind)
+        self._seen[id(rewriter)] = (rewriter, getattr(rewriter, "name", None), rec)
         return rec
 
     def record_node(self, rewriter: Any, seconds: float, applied: bool) -> None:

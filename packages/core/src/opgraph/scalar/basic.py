@@ -13,7 +13,6 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import scipy.special
 
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.op import Op
@@ -488,54 +487,69 @@ Floor = _unary("Floor", np.floor, same_out)
 Ceil = _unary("Ceil", np.ceil, same_out)
 Trunc = _unary("Trunc", np.trunc, same_out)
 RoundHalfToEven = _unary("RoundHalfToEven", np.round, same_out)
+
+
+def _special(name: str) -> Callable[..., Any]:
+    """``scipy.special.<name>``, imported on its first call (scipy.special costs ~1 s at
+    ``import opgraph``, and most programs never use it)."""
+
+    def impl(*args: Any) -> Any:
+        import scipy.special
+
+        return getattr(scipy.special, name)(*args)
+
+    impl.__name__ = impl.__qualname__ = name
+    return impl
+
+
 Erf = _unary(
     "Erf",
-    scipy.special.erf,
+    _special("erf"),
     upgrade_to_float_no_complex,
     lambda m, x, z, gz: m.mul(gz, 2.0 / np.sqrt(np.pi), m.exp(m.neg(m.sqr(x)))),
 )
 Erfc = _unary(
     "Erfc",
-    scipy.special.erfc,
+    _special("erfc"),
     upgrade_to_float_no_complex,
     lambda m, x, z, gz: m.mul(gz, -2.0 / np.sqrt(np.pi), m.exp(m.neg(m.sqr(x)))),
 )
 Erfinv = _unary(
     "Erfinv",
-    scipy.special.erfinv,
+    _special("erfinv"),
     upgrade_to_float_no_complex,
     lambda m, x, z, gz: m.mul(gz, np.sqrt(np.pi) / 2.0, m.exp(m.sqr(z))),
 )
 Gamma = _unary(
     "Gamma",
-    scipy.special.gamma,
+    _special("gamma"),
     upgrade_to_float_no_complex,
     lambda m, x, z, gz: m.mul(gz, z, m.psi(x)),
 )
 GammaLn = _unary(
     "GammaLn",
-    scipy.special.gammaln,
+    _special("gammaln"),
     upgrade_to_float_no_complex,
     lambda m, x, z, gz: m.mul(gz, m.psi(x)),
 )
 Psi = _unary(
     "Psi",
-    scipy.special.psi,
+    _special("psi"),
     upgrade_to_float_no_complex,
     lambda m, x, z, gz: m.mul(gz, m.tri_gamma(x)),
 )
 TriGamma = _unary(
     "TriGamma",
-    lambda x: scipy.special.polygamma(1, x),
+    lambda x: _special("polygamma")(1, x),
     upgrade_to_float_no_complex,
     lambda m, x, z, gz: m.mul(gz, m.apply_scalar_op(poly_gamma_2, x)),
 )
 PolyGamma2 = _unary(
-    "PolyGamma2", lambda x: scipy.special.polygamma(2, x), upgrade_to_float_no_complex
+    "PolyGamma2", lambda x: _special("polygamma")(2, x), upgrade_to_float_no_complex
 )
 Sigmoid = _unary(
     "ScalarSigmoid",
-    scipy.special.expit,
+    _special("expit"),
     upgrade_to_float_no_complex,
     lambda m, x, z, gz: m.mul(gz, z, m.sub(1, z)),
 )
@@ -732,14 +746,26 @@ class Composite(ScalarOp):
 
     __props__ = ("inputs", "outputs")
 
-    def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
+    def __init__(
+        self,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        *,
+        clone_graph: bool = True,
+    ) -> None:
+        """``clone_graph=False`` makes the given variables the inner graph instead of a copy
+        of them: for a caller (elementwise fusion) that built them for this Composite alone
+        and never touches them again, it saves copying a graph of up to hundreds of nodes."""
         from opgraph.graph.clone import clone
         from opgraph.graph.traversal import io_toposort
 
         for v in (*inputs, *outputs):
             if not isinstance(v.type, ScalarType):
                 raise TypeError(f"Composite needs scalar variables, got {v} of type {v.type}")
-        self.inputs, self.outputs = clone(list(inputs), list(outputs))
+        if clone_graph:
+            self.inputs, self.outputs = clone(list(inputs), list(outputs))
+        else:
+            self.inputs, self.outputs = list(inputs), list(outputs)
         self.nin = len(self.inputs)
         self.nout = len(self.outputs)
         self.nodes = io_toposort(self.inputs, self.outputs)
@@ -780,7 +806,16 @@ class Composite(ScalarOp):
         return type(self) is type(other) and self._key == other._key  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((type(self), self._key))
+        # Immutable, and its key covers the whole inner graph: hash it once.
+        h = self.__dict__.get("_cached_hash")
+        if h is None:
+            h = self.__dict__["_cached_hash"] = hash((type(self), self._key))
+        return h
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_cached_hash", None)  # str hashes differ between processes
+        return state
 
     def __str__(self) -> str:
         return self.name or "Composite"

@@ -160,7 +160,16 @@ class Elemwise(Op):
         return f"Elemwise{{{self.scalar_op}}}"
 
     def __getstate__(self) -> dict[str, typing.Any]:
-        return self.__dict__.copy()
+        state = self.__dict__.copy()
+        state.pop("_cached_hash", None)  # str hashes differ between processes
+        return state
+
+    def __hash__(self) -> int:
+        # Ops are immutable: hash the props (a Composite's whole inner graph) once.
+        h = self.__dict__.get("_cached_hash")
+        if h is None:
+            h = self.__dict__["_cached_hash"] = super().__hash__()
+        return h
 
     def make_node(self, *inputs: typing.Any) -> Apply:
         inputs = [_as_tensor(i) for i in inputs]

@@ -230,13 +230,12 @@ class Canonizer:
         dtype, ndim = out.type.dtype, out.type.ndim
         num = [v if isinstance(v, Variable) else broadcast_constant(v, dtype, ndim) for v in num]
         n, d = self._combine(num, dtype), self._combine(denum, dtype)
-        neutral = broadcast_constant(self.neutral, dtype, ndim)
         if d is None:
-            return n if n is not None else neutral
+            return n if n is not None else broadcast_constant(self.neutral, dtype, ndim)
         if n is None:
             if self.reciprocal_fn is not None:
                 return self.reciprocal_fn(d)
-            return self.inverse_fn(neutral, d)
+            return self.inverse_fn(broadcast_constant(self.neutral, dtype, ndim), d)
         return self.inverse_fn(n, d)
 
     def transform(self, node: Apply) -> list[Variable] | None:

@@ -17,8 +17,10 @@ import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.scalar.type import all_dtypes, get_scalar_type, uint_dtypes
-from opgraph.tensor.basic import Rebroadcast, constant
+from opgraph.tensor.basic import Rebroadcast
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
+from opgraph.tensor.type import TensorType
+from opgraph.tensor.variable import TensorConstant
 
 __all__ = [
     "CAST_OPS",
@@ -89,11 +91,23 @@ def scalar_constant(var: Variable, broadcastable_only: bool = True) -> np.generi
     return data.flat[0] if isinstance(data, np.ndarray) else data
 
 
+#: ``{(dtype, ndim): TensorType(dtype, (True,) * ndim)}``: types are immutable, so the
+#: constants canonicalization makes by the thousand on a big graph share them.
+_BROADCAST_TYPES: dict[tuple[str, int], TensorType] = {}
+
+
 def broadcast_constant(value: Any, dtype: str, ndim: int) -> Constant:
-    """A constant holding ``value`` as ``dtype``, with ``ndim`` broadcastable dimensions."""
+    """A constant holding ``value`` as ``dtype``, with ``ndim`` broadcastable dimensions.
+
+    The TensorConstant ``opgraph.tensor.constant`` would make of that array, built directly.
+    """
     with np.errstate(all="ignore"):
         data = np.full((1,) * ndim, value).astype(dtype)
-    return constant(data)
+    key = (str(data.dtype), ndim)
+    ttype = _BROADCAST_TYPES.get(key)
+    if ttype is None:
+        ttype = _BROADCAST_TYPES[key] = TensorType(key[0], (True,) * ndim)
+    return TensorConstant(ttype, data)
 
 
 def is_neg(var: Variable) -> Variable | None:
