@@ -524,3 +524,14 @@ def test_opgraph_flags_in_subprocess():
         check=True,
     )
     assert out.stdout.strip() == "float32"
+
+
+def test_current_is_the_hot_path_reader_and_follows_change_flags() -> None:
+    from opgraph.configdefaults import config
+
+    assert config.current("traceback__limit") == config.traceback__limit
+    with config.change_flags(traceback__limit=3):
+        assert config.current("traceback__limit") == 3
+    assert config.current("traceback__limit") == config.traceback__limit
+    with pytest.raises(ValueError, match="no_such_flag"):
+        config.current("no_such_flag")

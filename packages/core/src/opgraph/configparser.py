@@ -415,6 +415,14 @@ class Config:
         self._read.add(name)
         return value
 
+    def current(self, name: str) -> Any:
+        """``config.<name>`` for hot paths (graph building asks for some flags per variable):
+        one dictionary lookup once the flag has been read. ``name`` is the full flag name
+        (``traceback__limit``)."""
+        if name in self._read:
+            return self._values[name]
+        return self._get(self._known(name, "config.current"))
+
     def _set(self, name: str, value: Any, source: str = "set") -> None:
         param = self._params[name]
         value = param.filter(value)

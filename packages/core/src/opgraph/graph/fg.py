@@ -747,6 +747,7 @@ class FunctionGraph:
         # outputs: see Variable.__getstate__); the links are kept here as flat lists, so that
         # pickle never recurses along the graph. ``memo`` (the caller's graph) is not kept.
         state = self.__dict__.copy()
+        state.pop("_broadcast_constants", None)  # canonicalize's per-graph constants: a cache
         for feature in self._features:
             for attr in getattr(feature, "pickle_rm_attr", ()):
                 state.pop(attr, None)

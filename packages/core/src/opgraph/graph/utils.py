@@ -175,8 +175,9 @@ def _trace_limit() -> int:
         except Exception:  # config not importable during early bootstrap
             return 8
         _config = config
+    # Asked for every variable created (thousands per rewrite of a big graph).
     try:
-        return int(_config.traceback__limit)
+        return int(_config.current("traceback__limit"))
     except Exception:  # the flag is not declared yet (bootstrap)
         return 8
 

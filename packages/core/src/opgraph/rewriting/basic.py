@@ -27,6 +27,7 @@ from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.features import Feature, InconsistencyError, ReplaceValidate
 from opgraph.graph.op import Op
 from opgraph.graph.traversal import io_toposort
+from opgraph.graph.utils import _trace_limit, trace_marks, user_frames
 from opgraph.rewriting.provenance import (
     RewriteStats,
     collect_new_nodes,
@@ -228,11 +229,17 @@ class GraphRewriter(Rewriter):
         """Attach requirements and statistics, then :meth:`apply`; return its result."""
         stats = ensure_rewrite_stats(fgraph)
         self.add_requirements(fgraph)
+        # The user's frames are recorded once here: the creation traces of the variables
+        # the rewrites make (thousands on a big graph) stop their walk at this frame.
+        limit = _trace_limit()
+        marks = trace_marks()
+        marks.append((sys._getframe(), limit, user_frames(limit, skip=1)))
         stats.enter()
         start = time.perf_counter()
         try:
             return self.apply(fgraph, *args, **kwargs)
         finally:
+            marks.pop()
             stats.exit(self, time.perf_counter() - start)
 
     def __call__(self, fgraph: Any) -> Any:

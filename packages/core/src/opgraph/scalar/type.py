@@ -33,20 +33,41 @@ continuous_dtypes = (*float_dtypes, *complex_dtypes)
 all_dtypes = (*discrete_dtypes, *continuous_dtypes)
 
 
+def _flag(name: str) -> Any:
+    """``config.<name>`` through the hot-path accessor (every Elemwise node built asks)."""
+    from opgraph.configdefaults import config
+
+    return config.current(name)
+
+
 def upcast(dtype: str, *dtypes: str) -> str:
     """Return the dtype NumPy gives when combining values of these dtypes (Theano's rule).
 
     Under ``cast_policy=numpy+floatX`` with ``floatX=float32``, a float64 result is kept in
     float32 unless one of the dtypes is explicitly float64.
     """
-    from opgraph.configdefaults import config
-
-    keep_float32 = config.cast_policy == "numpy+floatX" and config.floatX == "float32"
+    keep_float32 = _flag("cast_policy") == "numpy+floatX" and _flag("floatX") == "float32"
+    key = (keep_float32, dtype, *dtypes)
+    try:
+        name = _UPCASTS.get(key)
+    except TypeError:  # an unhashable dtype description
+        key, name = None, None
+    if name is not None:
+        return name
     result = np.result_type(*(np.dtype(d) for d in (dtype, *dtypes)))
     name = str(result)
     if name == "float64" and keep_float32 and "float64" not in (dtype, *dtypes):
-        return "float32"
+        name = "float32"
+    if key is not None:
+        if len(_UPCASTS) >= 4096:
+            _UPCASTS.clear()
+        _UPCASTS[key] = name
     return name
+
+
+#: ``{(keep_float32, *dtypes): upcast dtype}``: every Elemwise node built asks for one, and a
+#: graph has few distinct combinations (NumPy's promotion is not free).
+_UPCASTS: dict[tuple[Any, ...], str] = {}
 
 
 class ScalarType(Type):

@@ -128,6 +128,19 @@ class DimShuffle(Op):
         return [self(eval_points[0])]
 
 
+#: ``{(dtype, broadcastable): TensorType}`` of Elemwise outputs: a type is immutable, and the
+#: nodes of a big graph (thousands, rebuilt many times by the rewrites) share a few of them.
+_OUTPUT_TYPES: dict[tuple[str, tuple[bool, ...]], TensorType] = {}
+
+
+def _output_type(dtype: str, broadcastable: tuple[bool, ...]) -> TensorType:
+    key = (dtype, broadcastable)
+    t = _OUTPUT_TYPES.get(key)
+    if t is None:
+        t = _OUTPUT_TYPES[key] = TensorType(dtype, broadcastable)
+    return t
+
+
 class Elemwise(Op):
     """Apply a scalar op element by element, broadcasting by the inputs' types.
 
@@ -192,7 +205,7 @@ class Elemwise(Op):
             if ndim
             else ()
         )
-        outputs = [TensorType(t.dtype, bcast)() for t in out_stypes]
+        outputs = [_output_type(t.dtype, bcast)() for t in out_stypes]
         for o, i in self.inplace_pattern:
             if args[i].type.dtype != outputs[o].type.dtype or args[i].type.broadcastable != bcast:
                 raise TypeError(

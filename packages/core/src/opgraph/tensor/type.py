@@ -54,10 +54,11 @@ class TensorType(Type):
             from opgraph.configdefaults import config
 
             dtype = config.floatX
-        try:
-            dtype = str(np.dtype(dtype))
-        except TypeError as exc:
-            raise TypeError(f"invalid dtype {dtype!r} for TensorType") from exc
+        if type(dtype) is not str or dtype not in all_dtypes:  # a canonical name is kept
+            try:
+                dtype = str(np.dtype(dtype))
+            except TypeError as exc:
+                raise TypeError(f"invalid dtype {dtype!r} for TensorType") from exc
         if dtype not in all_dtypes:
             raise TypeError(f"unsupported dtype {dtype!r}; TensorType accepts {all_dtypes}")
         if broadcastable is None:

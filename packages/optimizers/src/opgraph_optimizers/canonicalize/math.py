@@ -188,6 +188,17 @@ class Canonizer:
             (rest_denum if c is None else denum_ct).append(v if c is None else c)
         head: list[Any] = []
         n_const = len(num_ct) + len(denum_ct)
+        if n_const == 1 and num_ct and not changed and dtype[0] in "fiu":
+            # The common case, already canonical when the one constant comes first with the
+            # output's dtype and is not the neutral element: then folding it would give it
+            # back unchanged (real and integer dtypes), so it is not folded.
+            first = num_ct[0]
+            if (
+                scalar_constant(num[0]) is not None
+                and first.dtype == np.dtype(dtype)
+                and first != self.neutral
+            ):
+                return [np.asarray(first), *new_num], rest_denum, False
         if n_const:
             value = np.asarray(self.fold(num_ct, denum_ct, dtype)).astype(dtype)
             if value != self.neutral:  # NaN too
@@ -225,20 +236,26 @@ class Canonizer:
         ]
         return self.main_fn(*terms) if several else terms[0]
 
-    def build(self, num: list[Any], denum: list[Variable], out: Variable) -> Variable:
-        """``main(num) inverse main(denum)`` (constants made of ``out``'s dtype)."""
+    def build(
+        self, num: list[Any], denum: list[Variable], out: Variable, fgraph: Any = None
+    ) -> Variable:
+        """``main(num) inverse main(denum)`` (constants made of ``out``'s dtype; with
+        ``fgraph``, equal constants are shared within that graph)."""
         dtype, ndim = out.type.dtype, out.type.ndim
-        num = [v if isinstance(v, Variable) else broadcast_constant(v, dtype, ndim) for v in num]
+        num = [
+            v if isinstance(v, Variable) else broadcast_constant(v, dtype, ndim, fgraph)
+            for v in num
+        ]
         n, d = self._combine(num, dtype), self._combine(denum, dtype)
         if d is None:
-            return n if n is not None else broadcast_constant(self.neutral, dtype, ndim)
+            return n if n is not None else broadcast_constant(self.neutral, dtype, ndim, fgraph)
         if n is None:
             if self.reciprocal_fn is not None:
                 return self.reciprocal_fn(d)
-            return self.inverse_fn(broadcast_constant(self.neutral, dtype, ndim), d)
+            return self.inverse_fn(broadcast_constant(self.neutral, dtype, ndim, fgraph), d)
         return self.inverse_fn(n, d)
 
-    def transform(self, node: Apply) -> list[Variable] | None:
+    def transform(self, node: Apply, fgraph: Any = None) -> list[Variable] | None:
         """The canonical form of ``node``'s output, or None if it already is canonical."""
         if len(node.outputs) != 1:
             return None
@@ -249,7 +266,7 @@ class Canonizer:
         new_num, new_denum, changed = self.simplify(num, denum, out.type.dtype)
         if not changed:
             return None
-        new = as_type_of(self.build(new_num, new_denum, out), out, models=num + denum)
+        new = as_type_of(self.build(new_num, new_denum, out, fgraph), out, models=num + denum)
         return None if new is None else [new]
 
 
@@ -283,14 +300,14 @@ add_canonizer = Canonizer(ps.Add, ps.Sub, ps.Neg, tm.add, tm.sub, tm.neg, neutra
 @node_rewriter([tm.mul, tm.true_div])
 def local_mul_canonizer(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``(x * y) / (y * z) -> x / z``; ``x * 1 -> x``; ``2 * x * 3 -> 6 * x``."""
-    return mul_canonizer.transform(node)
+    return mul_canonizer.transform(node, fgraph)
 
 
 @rewrites.canonicalize
 @node_rewriter([tm.add, tm.sub, tm.neg, tm.mul])
 def local_add_canonizer(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``(x + y) - (y + z) -> x - z``; ``x - x -> 0``; ``x + 0 -> x``."""
-    return add_canonizer.transform(node)
+    return add_canonizer.transform(node, fgraph)
 
 
 # ------------------------------------------------------------------ flattening, negation

@@ -96,18 +96,39 @@ def scalar_constant(var: Variable, broadcastable_only: bool = True) -> np.generi
 _BROADCAST_TYPES: dict[tuple[str, int], TensorType] = {}
 
 
-def broadcast_constant(value: Any, dtype: str, ndim: int) -> Constant:
+#: The attribute of a FunctionGraph holding its :func:`broadcast_constant` cache.
+CONSTANT_CACHE_ATTR = "_broadcast_constants"
+
+
+def broadcast_constant(value: Any, dtype: str, ndim: int, fgraph: Any = None) -> Constant:
     """A constant holding ``value`` as ``dtype``, with ``ndim`` broadcastable dimensions.
 
     The TensorConstant ``opgraph.tensor.constant`` would make of that array, built directly.
+    With ``fgraph``, one constant per (dtype, ndim, bytes of the value) is made for that
+    graph and handed out again (the canonizers make thousands of equal constants on a big
+    graph, which the merge would otherwise merge one by one). Only within one graph: a
+    variable's ``clients`` belong to the graph holding it.
     """
     with np.errstate(all="ignore"):
         data = np.full((1,) * ndim, value).astype(dtype)
-    key = (str(data.dtype), ndim)
+    # (a canonical dtype name is the array's; ``str`` of a NumPy dtype is not free)
+    key = (dtype if type(dtype) is str and dtype in all_dtypes else str(data.dtype), ndim)
+    cache = None
+    if fgraph is not None:
+        cache = fgraph.__dict__.get(CONSTANT_CACHE_ATTR)
+        if cache is None:
+            cache = fgraph.__dict__[CONSTANT_CACHE_ATTR] = {}
+        ckey = (key, data.tobytes())
+        const = cache.get(ckey)
+        if const is not None:
+            return const
     ttype = _BROADCAST_TYPES.get(key)
     if ttype is None:
         ttype = _BROADCAST_TYPES[key] = TensorType(key[0], (True,) * ndim)
-    return TensorConstant(ttype, data)
+    const = TensorConstant(ttype, data)
+    if cache is not None:
+        cache[ckey] = const
+    return const
 
 
 def is_neg(var: Variable) -> Variable | None:
