@@ -439,7 +439,7 @@ class Function:
         detail = str(exc)
         msg = (
             f"input {slot.index} ({slot.name!r}) of {self._label()} expects {slot.type}, "
-            f"got {_describe(arg)}.\n{detail}"
+            f"got {describe_value(arg)}.\n{detail}"
         )
         if "HINT:" not in detail:
             want = getattr(slot.type, "dtype", None)
@@ -581,13 +581,6 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<opgraph Function {self.name or ''}>".replace(" >", ">")
-
-
-def _describe(arg: Any) -> str:
-    """``describe_value``, also for symbolic variables (whose shape is not a tuple)."""
-    if isinstance(arg, Variable):
-        return f"the symbolic variable {arg} of type {arg.type}"
-    return describe_value(arg)
 
 
 def _default_of(spec: Any, current: Any) -> Any:

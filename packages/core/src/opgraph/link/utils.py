@@ -26,6 +26,8 @@ def describe_value(data: Any) -> str:
         return f"a Python {type(data).__name__} ({data!r})"
     if isinstance(data, list | tuple):
         return f"a Python {type(data).__name__} of length {len(data)}"
+    if isinstance(data, Variable):  # a symbolic value where a runtime one was expected
+        return f"the symbolic variable {data} of type {data.type}"
     shape = getattr(data, "shape", None)
     dtype = getattr(data, "dtype", None)
     if shape is not None and dtype is not None:
