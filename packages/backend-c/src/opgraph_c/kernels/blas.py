@@ -11,6 +11,7 @@ integers, mixed) return None and run the Op's ``perform``. ``Dot`` lives in core
 from __future__ import annotations
 
 import functools
+import importlib
 import warnings
 from typing import Any
 
@@ -56,7 +57,7 @@ def register(registry: Any, owner: str) -> None:
 def _blas_module() -> Any:
     """:mod:`opgraph_c._blas`, or None (warned once) if it cannot be imported."""
     try:
-        from opgraph_c import _blas
+        return importlib.import_module("opgraph_c._blas")
     except ImportError as exc:
         warnings.warn(
             f"opgraph_c's BLAS kernels are unavailable ({exc}); Gemm, Gemv, Ger, Dot22 and "
@@ -66,7 +67,6 @@ def _blas_module() -> Any:
             stacklevel=2,
         )
         return None
-    return _blas
 
 
 def _precompiled(op: Op, node: Apply, thunk_class: str, **options: Any) -> Precompiled | None:
