@@ -279,3 +279,36 @@ def test_canonicalize_runs_in_fast_compile() -> None:
     x = T.dvector("x")
     f = opgraph.function([x], x * 1, mode=Mode(linker="py", optimizer="fast_compile"))
     assert not any(isinstance(n.op, Elemwise) for n in f.maker.fgraph.toposort())
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda x: x + 0.5,  # a float32 constant in a float64 tree
+        lambda x: x * 0.9,
+        lambda x: T.sin(x) * 3,
+        lambda x: x + np.float64(1e-300),
+        lambda x: T.cast(x, "float32") + 1e-50,  # 0 in float32: dropped as neutral
+        lambda x: x * np.nan,
+        lambda x: x + 0,
+        lambda x: (x + 1) * 2,
+        lambda x: T.cast(x, "int32") * 3,
+        lambda x: T.cast(x, "int8") * 2.5,  # the integer term is cast
+        lambda x: x.dimshuffle("x", 0) + T.constant([[2.0]]),
+    ],
+)
+def test_constant_last_shortcut_matches_the_general_canonizer(
+    build: Callable[[Any], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``x op c`` is rebuilt as ``c op x`` directly; the result is the general path's."""
+    from opgraph.printing import debugprint
+    from opgraph_optimizers.canonicalize.math import Canonizer
+
+    def compiled_graph() -> str:
+        x = T.dvector("x")
+        f = opgraph.function([x], build(x), mode=Mode(linker="py", optimizer="fast_compile"))
+        return debugprint(f, file="str", ids="")
+
+    quick = compiled_graph()
+    monkeypatch.setattr(Canonizer, "_constant_last", lambda self, node, out, fgraph: None)
+    assert quick == compiled_graph()

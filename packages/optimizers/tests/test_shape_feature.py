@@ -87,8 +87,42 @@ def test_ops_without_or_with_broken_infer_shape_fall_back():
         y = T.vector("y")
         b = _BadShape()(y)
         fg2 = _fg([y], [b])
+        first_dim = fg2.shape_feature.shape_of[b][0]  # (shapes are computed on first use)
     assert any(issubclass(w.category, RewriteWarning) for w in caught)
-    assert fg2.shape_feature.shape_of[b][0].owner.inputs[0] is b
+    assert first_dim.owner.inputs[0] is b
+
+
+class _CountingShape(_NoShape):
+    """``x + 1`` counting its infer_shape calls."""
+
+    calls = 0
+
+    def infer_shape(self, node, shapes):
+        type(self).calls += 1
+        return [shapes[0]]
+
+
+def test_shapes_are_computed_on_first_use_then_kept_up_to_date():
+    _CountingShape.calls = 0
+    x = T.vector("x")
+    # A graph with nothing shape-related compiles without inferring a single shape.
+    f = theano.function([x], T.exp(_CountingShape()(x)) * 2 + 1, mode=FAST_RUN)
+    assert _CountingShape.calls == 0
+    assert_allclose(f(np.ones(3, dtype=x.dtype)), np.full(3, np.exp(2.0) * 2 + 1, x.dtype))
+    # The first read computes every shape; later changes update them as they come.
+    a = _CountingShape()(x)
+    fg = _fg([x], [T.exp(a)])
+    assert _CountingShape.calls == 0
+    (d,) = fg.shape_feature.shape_of[fg.outputs[0]]
+    assert _CountingShape.calls == 1 and same_dim(d, Shape_i(0)(x))
+    y = T.vector("y")
+    fg.replace(a, _CountingShape()(y), import_missing=True)
+    assert _CountingShape.calls == 2
+    (d,) = fg.shape_feature.shape_of[fg.outputs[0].owner.inputs[0]]
+    assert same_dim(d, Shape_i(0)(x))  # the replaced variable's shape carries over
+    # x.shape in a compiled function still reads what is known.
+    f = theano.function([x], _CountingShape()(x).shape, mode=FAST_RUN)
+    assert "Shape" not in _names(f)
 
 
 def test_shapes_follow_replacements():

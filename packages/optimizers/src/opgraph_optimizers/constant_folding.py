@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 
 from opgraph.graph.basic import Apply, Constant, Variable
-from opgraph.rewriting import in2out, node_rewriter
+from opgraph.graph.traversal import io_toposort
+from opgraph.rewriting import WalkingGraphRewriter, node_rewriter
+from opgraph.rewriting.provenance import ensure_rewrite_stats
 from opgraph_optimizers.registry import rewrites
 
 __all__ = ["constant_folding", "fold_node", "topo_constant_folding"]
@@ -67,8 +69,30 @@ def constant_folding(fgraph: Any, node: Apply) -> list[Variable] | None:
     return fold_node(fgraph, node)
 
 
+class _ConstantFoldingWalk(WalkingGraphRewriter):
+    """The inputs-first walk of :func:`constant_folding`, trying only nodes whose inputs are
+    all constants (a folded node's clients qualify when the walk reaches them).
+
+    It runs after every pass of four stages: on a graph of thousands of nodes with none to
+    fold, checking the inputs directly costs a fraction of a rewriter call per node.
+    """
+
+    def apply(self, fgraph: Any, start_from: Any = None) -> int:
+        stats = ensure_rewrite_stats(fgraph)
+        order = io_toposort(fgraph.inputs, start_from) if start_from else fgraph.io_toposort()
+        apply_nodes = fgraph.apply_nodes
+        (rw,) = self.node_rewriters
+        applied = 0
+        for node in order:
+            if node in apply_nodes and all(isinstance(i, Constant) for i in node.inputs):
+                applied += self._try(fgraph, node, rw, stats)
+        return applied
+
+
 #: One inputs-first walk folding every constant subgraph (Theano's name).
-topo_constant_folding = in2out(constant_folding, name="topo_constant_folding")
+topo_constant_folding = _ConstantFoldingWalk(
+    [constant_folding], "in_to_out", name="topo_constant_folding"
+)
 
 for _stage, _tags in (
     ("canonicalize", ("fast_run", "fast_compile")),

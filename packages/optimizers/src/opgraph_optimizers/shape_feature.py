@@ -109,6 +109,10 @@ class ShapeFeature(Feature):
     Attached as ``fgraph.shape_feature``. ``shape_of[var]`` is a tuple of int64 0-d tensor
     variables (``()`` for scalars, None for values without a shape). The expressions are
     not part of the graph until a rewrite uses them. One ShapeFeature serves one graph.
+
+    The shapes are computed on first use (``shape_of``, or any method reading shapes), for
+    the whole graph, then kept up to date with every change: a graph with no shape to
+    rewrite (a long elementwise chain) never pays for them.
     """
 
     pickle_rm_attr = ["shape_feature"]
@@ -118,12 +122,40 @@ class ShapeFeature(Feature):
         self._reset()
 
     def _reset(self) -> None:
-        self.shape_of: dict[Variable, Shp | None] = {}
-        self.shape_of_reverse_index: dict[Variable, set[Variable]] = {}
+        self._awake = False
+        self._shape_of: dict[Variable, Shp | None] = {}
+        self._reverse: dict[Variable, set[Variable]] = {}
         self._shape_i_users: dict[Variable, set[Variable]] = {}
         self._shape_i: dict[tuple[Variable, int], Variable] = {}
         self._constants: dict[int, Variable] = {}
         self._warned: set[type] = set()
+
+    @property
+    def shape_of(self) -> dict[Variable, Shp | None]:
+        """``{variable: its symbolic shape}`` for every variable of the graph."""
+        if not self._awake:
+            self._wake()
+        return self._shape_of
+
+    @property
+    def shape_of_reverse_index(self) -> dict[Variable, set[Variable]]:
+        """``{dimension variable: the variables whose shape uses it}``."""
+        if not self._awake:
+            self._wake()
+        return self._reverse
+
+    def _wake(self) -> None:
+        """Compute every shape of the graph (once; changes keep them up to date after)."""
+        if self._awake:
+            return
+        self._awake = True
+        fgraph = self.fgraph
+        if fgraph is None:
+            return
+        cached = getattr(fgraph, "io_toposort", None)
+        order = cached() if cached is not None else io_toposort(fgraph.inputs, fgraph.outputs)
+        for node in order:
+            self.on_import(fgraph, node, "on_attach")
 
     # ------------------------------------------------------------------ attaching
 
@@ -139,14 +171,10 @@ class ShapeFeature(Feature):
         self.unpickle(fgraph)
 
     def unpickle(self, fgraph: Any) -> None:
-        """Put ``fgraph.shape_feature`` back and recompute every shape."""
+        """Put ``fgraph.shape_feature`` back; the shapes are recomputed when first used."""
         self.fgraph = fgraph
         self._reset()
         fgraph.shape_feature = self
-        cached = getattr(fgraph, "io_toposort", None)
-        order = cached() if cached is not None else io_toposort(fgraph.inputs, fgraph.outputs)
-        for node in order:
-            self.on_import(fgraph, node, "on_attach")
 
     def on_detach(self, fgraph: Any) -> None:
         fgraph.__dict__.pop("shape_feature", None)
@@ -219,21 +247,25 @@ class ShapeFeature(Feature):
 
     def init_r(self, r: Variable) -> None:
         """Give ``r`` its type-derived shape if it has none yet."""
-        if r not in self.shape_of:
+        if not self._awake:
+            self._wake()
+        if r not in self._shape_of:
             self.set_shape(r, self.shape_tuple(r))
 
     def get_shape(self, var: Variable, i: int) -> Variable:
         """Dimension ``i`` of ``var`` (computing ``var``'s shape first if needed)."""
         self.init_r(var)
-        shape = self.shape_of[var]
+        shape = self._shape_of[var]
         if shape is None:
             raise TypeError(f"{var} of type {var.type} has no shape")
         return shape[i]
 
     def set_shape(self, r: Variable, s: Sequence[Any] | None) -> None:
         """Record ``s`` as the shape of ``r``; known dimensions of its type take precedence."""
+        if not self._awake:
+            self._wake()
         if s is None or not isinstance(r.type, TensorType):
-            self.shape_of[r] = None if not isinstance(r.type, ScalarType) else ()
+            self._shape_of[r] = None if not isinstance(r.type, ScalarType) else ()
             return
         if len(s) != r.type.ndim:
             raise ValueError(
@@ -247,20 +279,22 @@ class ShapeFeature(Feature):
         self._store(r, tuple(shape))
 
     def _store(self, r: Variable, shape: Shp) -> None:
-        self.shape_of[r] = shape
+        self._shape_of[r] = shape
         for d in shape:
-            self.shape_of_reverse_index.setdefault(d, set()).add(r)
+            self._reverse.setdefault(d, set()).add(r)
             owner = d.owner
             if owner is not None and isinstance(owner.op, Shape_i):
                 self._shape_i_users.setdefault(owner.inputs[0], set()).add(r)
 
     def update_shape(self, r: Variable, other_r: Variable) -> None:
         """``r`` replaces ``other_r``: keep, per dimension, the more informative expression."""
-        other = self.shape_of.get(other_r)
+        if not self._awake:
+            self._wake()
+        other = self._shape_of.get(other_r)
         if other is None:
             return
         self.init_r(r)
-        mine = self.shape_of[r]
+        mine = self._shape_of[r]
         if mine is None or len(mine) != len(other):
             return
         merged = []
@@ -279,11 +313,13 @@ class ShapeFeature(Feature):
     # ------------------------------------------------------------------ graph events
 
     def on_import(self, fgraph: Any, node: Apply, reason: Any) -> None:
-        if all(o in self.shape_of for o in node.outputs):
+        if not self._awake:
+            return
+        if all(o in self._shape_of for o in node.outputs):
             return
         for r in node.inputs:
             self.init_r(r)
-        shapes = self._infer(node, [self.shape_of[r] for r in node.inputs])
+        shapes = self._infer(node, [self._shape_of[r] for r in node.inputs])
         for r, s in zip(node.outputs, shapes, strict=True):
             try:
                 self.set_shape(r, s)
@@ -324,13 +360,15 @@ class ShapeFeature(Feature):
     def on_change_input(
         self, fgraph: Any, node: Any, i: int, r: Variable, new_r: Variable, reason: Any = None
     ) -> None:
+        if not self._awake:
+            return
         self.init_r(new_r)
         self.init_r(r)
         self.update_shape(new_r, r)
-        new_shape = self.shape_of.get(new_r)
+        new_shape = self._shape_of.get(new_r)
         # Shapes written as Shape_i of r now read the same dimension of new_r.
         for v in self._shape_i_users.pop(r, ()):
-            shape = self.shape_of.get(v)
+            shape = self._shape_of.get(v)
             if shape is None or v is new_r or new_shape is None:
                 continue
             fixed = tuple(
@@ -339,8 +377,8 @@ class ShapeFeature(Feature):
             )
             self._store(v, fixed)
         # r may itself be a dimension of other shapes (a scalar replaced by a constant).
-        for v in self.shape_of_reverse_index.pop(r, ()):
-            shape = self.shape_of.get(v)
+        for v in self._reverse.pop(r, ()):
+            shape = self._shape_of.get(v)
             if shape is not None and v is not new_r and r in shape:
                 self._store(v, tuple(new_r if d is r else d for d in shape))
 
@@ -349,7 +387,7 @@ class ShapeFeature(Feature):
     def make_vector_shape(self, var: Variable) -> Variable:
         """``var``'s shape as an int64 vector: a constant when every dimension is known."""
         self.init_r(var)
-        shape = self.shape_of[var] or ()
+        shape = self._shape_of[var] or ()
         values = [scalar_constant(d) for d in shape]
         if all(v is not None for v in values):
             data = np.asarray([int(v) for v in values], dtype="int64")

@@ -29,6 +29,7 @@ from opgraph.graph.op import Op
 from opgraph.graph.traversal import io_toposort
 from opgraph.graph.utils import _trace_limit, trace_marks, user_frames
 from opgraph.rewriting.provenance import (
+    RewriteRecord,
     RewriteStats,
     collect_new_nodes,
     ensure_rewrite_stats,
@@ -401,6 +402,22 @@ class TrackerIndex:
 
         return lookup
 
+    def lookup_with_records(
+        self, stats: RewriteStats
+    ) -> Callable[[Op], Sequence[tuple[NodeRewriter, RewriteRecord]]]:
+        """Like :meth:`lookup_for_pass`, each rewriter paired with its record in ``stats``."""
+        lookup = self.lookup_for_pass()
+        memo: dict[int, tuple[Op, list[tuple[NodeRewriter, RewriteRecord]]]] = {}
+        record = stats._record
+
+        def lookup_records(op: Op) -> list[tuple[NodeRewriter, RewriteRecord]]:
+            hit = memo.get(id(op))
+            if hit is None or hit[0] is not op:
+                hit = memo[id(op)] = (op, [(rw, record(rw)) for rw in lookup(op)])
+            return hit[1]
+
+        return lookup_records
+
     def get(self, op: Op) -> list[NodeRewriter]:
         """The rewriters that track ``op`` (its class, a base class, or ``op`` itself), in
         list order."""
@@ -571,8 +588,19 @@ class _NodeWalkerBase(GraphRewriter):
     def _children(self) -> Sequence[Rewriter]:
         return self.node_rewriters
 
-    def _try(self, fgraph: Any, node: Apply, rw: NodeRewriter, stats: RewriteStats) -> bool:
-        """Run one rewriter on one node; True if it changed the graph."""
+    def _try(
+        self,
+        fgraph: Any,
+        node: Apply,
+        rw: NodeRewriter,
+        stats: RewriteStats,
+        rec: RewriteRecord | None = None,
+    ) -> bool:
+        """Run one rewriter on one node; True if it changed the graph.
+
+        ``rec`` is ``rw``'s record in ``stats`` when the caller looked it up already (a walk
+        tries each rewriter thousands of times).
+        """
         start = _clock()
         changed = False
         try:
@@ -588,7 +616,12 @@ class _NodeWalkerBase(GraphRewriter):
         except Exception as exc:
             if not _is_inconsistency(exc):
                 (self.failure_callback or rewrite_failure)(exc, rw, node, fgraph)
-        stats.record_node(rw, _clock() - start, changed)
+        if rec is None:
+            stats.record_node(rw, _clock() - start, changed)
+        else:
+            rec.calls += 1
+            rec.time += _clock() - start
+            rec.applied += changed
         return changed
 
 
@@ -648,14 +681,14 @@ class WalkingGraphRewriter(_NodeWalkerBase):
         pop = queue.pop if self.order == "out_to_in" else queue.popleft
         applied = 0
         apply_nodes = fgraph.apply_nodes
-        tracking = self._index.lookup_for_pass()
+        tracking = self._index.lookup_with_records(stats)
         try:
             while queue:
                 node = pop()
                 if node not in apply_nodes:
                     continue
-                for rw in tracking(node.op):
-                    if self._try(fgraph, node, rw, stats):
+                for rw, rec in tracking(node.op):
+                    if self._try(fgraph, node, rw, stats, rec):
                         applied += 1
                         if node not in apply_nodes:
                             break
@@ -817,14 +850,14 @@ class EquilibriumGraphRewriter(_NodeWalkerBase):
             fgraph.attach_feature(listener)
         applied = 0
         apply_nodes = fgraph.apply_nodes
-        tracking = self._index.lookup_for_pass()
+        tracking = self._index.lookup_with_records(stats)
         try:
             while queue and not budget.exhausted:
                 node = queue.pop()
                 if node not in apply_nodes:
                     continue
-                for rw in tracking(node.op):
-                    if self._try(fgraph, node, rw, stats):
+                for rw, rec in tracking(node.op):
+                    if self._try(fgraph, node, rw, stats, rec):
                         applied += 1
                         if not budget.spend(rw) or node not in apply_nodes:
                             break

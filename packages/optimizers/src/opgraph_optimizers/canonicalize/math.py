@@ -255,6 +255,39 @@ class Canonizer:
             return self.inverse_fn(broadcast_constant(self.neutral, dtype, ndim, fgraph), d)
         return self.inverse_fn(n, d)
 
+    def _constant_last(self, node: Apply, out: Variable, fgraph: Any) -> Variable | None:
+        """``main(c, x)`` for the commonest tree, ``main(x, c)`` (``x + 0.5``, ``x * 2``): what
+        :meth:`terms`, :meth:`simplify` and :meth:`build` give it, built directly.
+
+        Only when nothing else could change: ``x`` has the output's type and is neither a
+        constant nor a tree this canonizer would look into; ``c`` is a scalar constant
+        (through DimShuffles) whose value in the output's dtype is not NaN nor the neutral
+        element. The node is rebuilt with the same op and output type (``main`` is
+        commutative and the constant is broadcastable, so ``make_node`` would infer it).
+        None otherwise (the general path decides).
+        """
+        ins = node.inputs
+        op = node.op
+        if len(ins) != 2 or not isinstance(scalar_op_of(node), self.main):
+            return None
+        x, c = ins
+        dtype, ndim = out.type.dtype, out.type.ndim
+        if x.type != out.type:
+            return None  # the general path may cast x
+        value = scalar_constant(c)
+        if value is None:
+            return None
+        with np.errstate(all="ignore"):
+            value = np.asarray(value).astype(dtype)  # what the folding gives
+        if np.isnan(value) or value == self.neutral:
+            return None  # NaN, the neutral element: the general path
+        if scalar_constant(x) is not None or (
+            x.owner is not None and self._expandable(x, dtype) is not None
+        ):
+            return None
+        first = broadcast_constant(value, dtype, ndim, fgraph)
+        return Apply(op, [first, x], [out.type()]).outputs[0]
+
     def transform(self, node: Apply, fgraph: Any = None) -> list[Variable] | None:
         """The canonical form of ``node``'s output, or None if it already is canonical."""
         if len(node.outputs) != 1:
@@ -262,6 +295,9 @@ class Canonizer:
         out = node.outputs[0]
         if out.type.dtype == "bool" or self._node_terms(out) is None or not self.is_top(out):
             return None
+        quick = self._constant_last(node, out, fgraph)
+        if quick is not None:
+            return [quick]
         num, denum = self.terms(out)
         new_num, new_denum, changed = self.simplify(num, denum, out.type.dtype)
         if not changed:
