@@ -137,6 +137,32 @@ def test_constant_signature_nan_and_signed_zero():
     assert not a.equals(constant(np.array([[1.0, 0.0]])))
 
 
+@pytest.mark.parametrize(
+    "a, b, equal",
+    [
+        (np.nan, -np.nan, True),
+        (-0.0, 0.0, True),
+        (0.5, 0.5, True),
+        (0.5, 0.25, False),
+        (np.inf, -np.inf, False),
+        (complex(np.nan, 1), complex(np.nan, 2), True),  # as array_equal(equal_nan=True)
+    ],
+)
+def test_one_element_constant_signature_matches_array_equal(a, b, equal):
+    """One-element constants are keyed by their value: the same answers as for arrays."""
+    from opgraph.tensor import constant as tensor_constant
+
+    for shape in [(), (1,), (1, 1)]:
+        x = tensor_constant(np.full(shape, a))
+        y = tensor_constant(np.full(shape, b))
+        assert x.equals(y) is equal
+        assert np.array_equal(x.data, y.data, equal_nan=True) is equal
+        if equal:
+            assert hash(x.signature()) == hash(y.signature())
+    assert not tensor_constant(np.int8(3)).equals(tensor_constant(np.int16(3)))
+    assert not tensor_constant(np.full((1,), 0.5)).equals(tensor_constant(np.full((1, 1), 0.5)))
+
+
 def test_constant_clone_shares_data_not_identity():
     c = constant(np.ones((2, 2)), name="c")
     d = c.clone()

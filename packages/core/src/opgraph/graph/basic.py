@@ -220,14 +220,33 @@ def _readonly(data: Any) -> Any:
     return data
 
 
-class _DataKey:
-    """Hashable wrapper comparing array data by dtype, shape and values (NaN equal to NaN)."""
+#: ``_DataKey.item`` of arrays with more than one element.
+_SEVERAL = object()
 
-    __slots__ = ("_hash", "data")
+
+class _DataKey:
+    """Hashable wrapper comparing array data by dtype, shape and values (NaN equal to NaN).
+
+    A one-element numeric array (most constants) is keyed by its value as a Python number,
+    made canonical as ``array_equal`` sees it (every NaN alike, -0.0 as 0): hashing and
+    comparing it then costs no NumPy call.
+    """
+
+    __slots__ = ("_hash", "data", "item")
 
     def __init__(self, data: np.ndarray) -> None:
         self.data = data
-        self._hash = hash((data.dtype.str, data.shape, _hash_sample(data)))
+        if data.size == 1 and data.dtype.kind in "biufc":
+            value = data.reshape(-1)[0].item()
+            if value != value:
+                value = "nan"
+            elif value == 0:
+                value = 0
+            self.item = value
+            self._hash = hash((data.dtype.str, data.shape, value))
+        else:
+            self.item = _SEVERAL
+            self._hash = hash((data.dtype.str, data.shape, _hash_sample(data)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -238,6 +257,8 @@ class _DataKey:
         a, b = self.data, other.data
         if a.dtype != b.dtype or a.shape != b.shape:
             return False
+        if self.item is not _SEVERAL:
+            return self.item == other.item
         return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
