@@ -31,8 +31,9 @@ ordering constraint exists at all. Every walk keeps an explicit stack.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from opgraph.graph.basic import Apply, Constant, Variable
@@ -58,10 +59,16 @@ def _is_output(var: Variable) -> bool:
     return any(isinstance(c, str) for c, _ in var.clients)  # type: ignore[attr-defined]
 
 
-def _single_input_map(op: Any, attr: str) -> dict[int, int]:
+_NO_ALIASES: Mapping[int, int] = MappingProxyType({})
+
+
+def _single_input_map(op: Any, attr: str) -> Mapping[int, int]:
     """``view_map``/``destroy_map`` of ``op`` as ``{output: input}`` (one input each)."""
+    mapping = getattr(op, attr, None)
+    if not mapping:
+        return _NO_ALIASES  # most ops (called for every node imported or pruned)
     result = {}
-    for out_idx, in_list in (getattr(op, attr, None) or {}).items():
+    for out_idx, in_list in mapping.items():
         in_list = list(in_list)
         if len(in_list) != 1:
             raise NotImplementedError(
@@ -216,6 +223,8 @@ class DestroyHandler(Feature):
     def _touch(self, variables: Iterable[Variable]) -> None:
         """Mark for recomputation the in-place nodes whose buffers involve ``variables``."""
         watchers = self._watchers
+        if not watchers:
+            return  # no in-place node yet
         for var in variables:
             nodes = watchers.get(var)
             if nodes:
