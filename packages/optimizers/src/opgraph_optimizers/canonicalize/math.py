@@ -286,7 +286,8 @@ class Canonizer:
         ):
             return None
         first = broadcast_constant(value, dtype, ndim, fgraph)
-        return Apply(op, [first, x], [out.type()]).outputs[0]
+        # A copy of ``out`` (type, name, creation trace): what the replacement gets anyway.
+        return Apply(op, [first, x], [out.clone()]).outputs[0]
 
     def transform(self, node: Apply, fgraph: Any = None) -> list[Variable] | None:
         """The canonical form of ``node``'s output, or None if it already is canonical."""
