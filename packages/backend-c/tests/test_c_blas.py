@@ -8,6 +8,8 @@ not, with NaN, empty dimensions and bad shapes; and FAST_RUN graphs must use the
 from __future__ import annotations
 
 import itertools
+import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +39,7 @@ from opgraph.tensor.blas import (
 )
 from opgraph.tensor.dot import Dot, _dot
 from opgraph.testing import assert_allclose
+from opgraph_c import _blas
 from opgraph_c._vm import CThunk
 from opgraph_c.registry import get_registry
 
@@ -573,3 +576,305 @@ def test_fast_run_graph_in_debug_mode() -> None:
     rng = np.random.default_rng(2)
     for _ in range(2):
         f(rng.standard_normal((8, 6)), rng.standard_normal((8, 4)))
+
+
+# ----------------------------------------------------------------------------- native gemv
+#
+# Mid-size matrix-vector products (Gemv, Dot) run opgraph_c._blas's own loops on OpenMP
+# threads instead of BLAS. The thunks are built here with explicit thread counts (the
+# registry's follow config.openmp and the machine's load), and native_gemv_stats() tells
+# which path a product took.
+
+#: (rows, columns) of matrices the native gemv runs; 777 x 301 leaves remainders everywhere.
+NATIVE_SHAPES = [(400, 784), (777, 301), (1500, 300)]
+#: (dtype, shape, transposed, whether the native gemv runs it) around its limits: a matrix
+#: of 512 KiB or more, of fewer than 460800 elements, sides of 32 or more, and 256 or more
+#: outputs for the column loop (transposed: the Fortran-ordered A, y = sum of its columns).
+EDGE_CASES = [
+    ("float64", (256, 256), False, True),
+    ("float64", (255, 256), False, False),
+    ("float64", (256, 256), True, True),
+    ("float32", (512, 256), False, True),
+    ("float32", (511, 256), False, False),
+    ("float32", (256, 512), True, True),
+    ("float64", (32, 2048), False, True),
+    ("float64", (31, 4096), False, False),
+    ("float64", (4096, 31), False, False),
+    ("float64", (2048, 32), True, True),
+    ("float64", (255, 1024), True, False),
+    ("float64", (640, 719), False, True),
+    ("float64", (640, 720), False, False),
+    ("float32", (640, 719), True, True),
+    ("float32", (640, 720), True, False),
+]
+#: (alpha, beta) of the Gemv cases.
+GEMV_SCALARS = [(1.0, 0.0), (-0.1, 0.998), (2.5, 1.0), (0.5, -1.5)]
+
+
+def threaded_thunk(
+    node: Apply, cells: dict[Any, list[Any]], nthreads: int, busy: bool = False
+) -> Any:
+    """``node``'s Gemv or Dot thunk with ``nthreads`` threads (on one if ``busy``)."""
+    args: dict[str, Any] = {
+        "nthreads": nthreads,
+        "busy_load": 0.0 if busy else float("inf"),
+        "adaptive": False,
+    }
+    in_cells = [cells[v] for v in node.inputs]
+    out_cells = [cells[v] for v in node.outputs]
+    dtype = node.outputs[0].type.dtype
+    if isinstance(node.op, Gemv):
+        return _blas.GemvThunk(node, in_cells, out_cells, dtype, node.op.inplace, **args)
+    return _blas.DotThunk(node, in_cells, out_cells, dtype, **args)
+
+
+def run_threaded(
+    node: Apply, values: Sequence[Any], nthreads: int = 2, busy: bool = False
+) -> tuple[Any, bool]:
+    """Run ``node``'s thunk on ``values`` (no copies); return its output and whether the
+    native gemv computed it."""
+    cells = {v: [None] for v in (*node.inputs, *node.outputs)}
+    thunk = threaded_thunk(node, cells, nthreads, busy)
+    for var, value in zip(node.inputs, values, strict=True):
+        cells[var][0] = value
+    before = _blas.native_gemv_stats()["calls"]
+    thunk()
+    return cells[node.outputs[0]][0], _blas.native_gemv_stats()["calls"] > before
+
+
+def gemv_values(
+    dtype: str, shape: tuple[int, int], order: str, transposed: bool, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """A matrix of ``shape`` (the transpose of an ``order``-ordered one if ``transposed``)
+    and a vector it multiplies."""
+    m, n = shape
+    data = rng.standard_normal((n, m) if transposed else (m, n)).astype(dtype)
+    a = np.array(data, order=order)
+    return (a.T if transposed else a), rng.standard_normal(n).astype(dtype)
+
+
+def assert_gemv_close(got: np.ndarray, alpha: float, a: Any, x: Any, beta: float, y: Any) -> None:
+    """``got`` is ``alpha * a @ x + beta * y`` (``beta == 0``: ``y`` unread) within the error
+    bound of a sum of products in ``got``'s dtype, in any order."""
+    a64, x64 = np.asarray(a, "float64"), np.asarray(x, "float64")
+    want = alpha * (a64 @ x64)
+    scale = abs(alpha) * (np.abs(a64) @ np.abs(x64))
+    if beta != 0:
+        y64 = np.asarray(y, "float64")
+        want += beta * y64
+        scale += abs(beta * y64)
+    bound = 2 * (a64.shape[1] + 2) * np.finfo(got.dtype).eps * scale
+    assert got.shape == want.shape
+    assert np.all(np.abs(got - want) <= bound), np.max(np.abs(got - want) - bound)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", NATIVE_SHAPES, ids=str)
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["A", "A.T"])
+@pytest.mark.parametrize("op", [gemv_no_inplace, gemv_inplace], ids=str)
+def test_native_gemv_matches_numpy(
+    op: Any,
+    dtype: str,
+    shape: tuple[int, int],
+    order: str,
+    transposed: bool,
+    rng: np.random.Generator,
+) -> None:
+    a, x = gemv_values(dtype, shape, order, transposed, rng)
+    node = node_of(op, dtype, (1, 0, 2, 1, 0))
+    for alpha, beta in GEMV_SCALARS:
+        y = rng.standard_normal(shape[0]).astype(dtype)
+        y_in = y.copy()
+        got, native = run_threaded(node, [y_in, scalar(alpha, dtype), a, x, scalar(beta, dtype)])
+        assert native
+        assert got.dtype == dtype and (got is y_in) == op.inplace
+        assert_gemv_close(got, alpha, a, x, beta, y)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", NATIVE_SHAPES[:2], ids=str)
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_native_dot_matches_numpy(
+    dtype: str, shape: tuple[int, int], order: str, rng: np.random.Generator
+) -> None:
+    a = np.array(rng.standard_normal(shape), dtype, order=order)
+    u, v = rng.standard_normal(shape[0]).astype(dtype), rng.standard_normal(shape[1]).astype(dtype)
+    got, native = run_threaded(node_of(_dot, dtype, (2, 1)), [a, v])
+    assert native and got.dtype == dtype
+    assert_gemv_close(got, 1.0, a, v, 0.0, None)
+    got, native = run_threaded(node_of(_dot, dtype, (1, 2)), [u, a])
+    assert native and got.dtype == dtype
+    assert_gemv_close(got, 1.0, a.T, u, 0.0, None)
+
+
+def test_native_gemv_limits_are_those_of_the_edge_cases() -> None:
+    assert _blas.GEMV_LIMITS == {
+        "min_bytes": 512 * 1024,
+        "max_size": 460800,
+        "min_side": 32,
+        "min_cols_output": 256,
+    }
+
+
+@pytest.mark.parametrize("case", EDGE_CASES, ids=str)
+def test_native_gemv_limits(
+    case: tuple[str, tuple[int, int], bool, bool], rng: np.random.Generator
+) -> None:
+    dtype, shape, transposed, expected = case
+    a, x = gemv_values(dtype, shape, "C", transposed, rng)
+    y = rng.standard_normal(shape[0]).astype(dtype)
+    node = node_of(gemv_no_inplace, dtype, (1, 0, 2, 1, 0))
+    got, native = run_threaded(node, [y, scalar(1.5, dtype), a, x, scalar(0.5, dtype)])
+    assert native == expected
+    assert_gemv_close(got, 1.5, a, x, 0.5, y)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["A", "A.T"])
+def test_native_gemv_does_not_depend_on_the_threads(
+    dtype: str, order: str, transposed: bool, rng: np.random.Generator
+) -> None:
+    """Each output element is summed in one order by one thread: the same bits on one
+    thread (a busy machine) or several, however the output is split."""
+    a, x = gemv_values(dtype, (777, 301), order, transposed, rng)
+    y = rng.standard_normal(777).astype(dtype)
+    node = node_of(gemv_no_inplace, dtype, (1, 0, 2, 1, 0))
+    values = [y, scalar(-0.5, dtype), a, x, scalar(0.25, dtype)]
+    want, native = run_threaded(node, values, nthreads=2, busy=True)
+    assert native
+    for nthreads in (2, 3, 4, 7):
+        threaded = _blas.native_gemv_stats()["threaded"]
+        got, native = run_threaded(node, values, nthreads=nthreads)
+        assert native and _blas.native_gemv_stats()["threaded"] == threaded + 1
+        np.testing.assert_array_equal(got, want, err_msg=f"{nthreads} threads")
+
+
+def test_native_gemv_times_one_thread_first(rng: np.random.Generator) -> None:
+    """An adaptive thunk's first products run on one thread (to time it); all its products
+    give the same bits, on however many threads they ran."""
+    a, x = gemv_values("float64", (400, 784), "C", False, rng)
+    node = node_of(_dot, "float64", (2, 1))
+    cells = {v: [None] for v in (*node.inputs, *node.outputs)}
+    cells[node.inputs[0]][0], cells[node.inputs[1]][0] = a, x
+    out = cells[node.outputs[0]]
+    thunk = _blas.DotThunk(
+        node, [cells[v] for v in node.inputs], [out], "float64", nthreads=2, busy_load=np.inf
+    )
+    before = _blas.native_gemv_stats()
+    thunk()
+    want = out[0]
+    thunk()
+    after = _blas.native_gemv_stats()
+    assert after["calls"] == before["calls"] + 2 and after["threaded"] == before["threaded"]
+    for _ in range(5):
+        thunk()
+        np.testing.assert_array_equal(out[0], want)
+    assert_gemv_close(want, 1.0, a, x, 0.0, None)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["A", "A.T"])
+@pytest.mark.parametrize("op", [gemv_no_inplace, gemv_inplace], ids=str)
+def test_native_gemv_beta_zero_ignores_nan_in_y(
+    op: Any, dtype: str, order: str, transposed: bool, rng: np.random.Generator
+) -> None:
+    a, x = gemv_values(dtype, (400, 784), order, transposed, rng)
+    y = np.full(400, np.nan, dtype)
+    node = node_of(op, dtype, (1, 0, 2, 1, 0))
+    got, native = run_threaded(node, [y, scalar(2.0, dtype), a, x, scalar(0.0, dtype)])
+    assert native and np.isfinite(got).all()
+    assert_gemv_close(got, 2.0, a, x, 0.0, None)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["A", "A.T"])
+def test_native_gemv_nan_and_inf_propagate_like_perform(
+    dtype: str, order: str, transposed: bool, rng: np.random.Generator
+) -> None:
+    a, x = gemv_values(dtype, (400, 784), order, transposed, rng)
+    y = rng.standard_normal(400).astype(dtype)
+    node = node_of(gemv_no_inplace, dtype, (1, 0, 2, 1, 0))
+    values = [y, scalar(1.5, dtype), a, x, scalar(0.5, dtype)]
+    spots = [(0, (7,)), (2, (5, 300)), (2, (399, 783)), (3, (0,)), (3, (783,))]
+    for (i, index), special in itertools.product(spots, (np.nan, np.inf, -np.inf)):
+        spoiled = [v.copy(order="K") for v in values]
+        spoiled[i][index] = special
+        got, native = run_threaded(node, spoiled)
+        assert native
+        want = run_py(node, [v.copy(order="K") for v in spoiled])
+        where = f"{special} at {index} of input {i}"
+        assert not np.isfinite(got).all()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=where)
+        infinite = np.isinf(want)
+        np.testing.assert_array_equal(got[infinite], want[infinite], err_msg=where)
+        finite = np.isfinite(want)  # sums of 784 products: BLAS's order differs from ours
+        tol = {"float32": 1e-3, "float64": 1e-9}[dtype]
+        np.testing.assert_allclose(got[finite], want[finite], rtol=tol, atol=tol, err_msg=where)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_native_gemv_layouts_it_does_not_take(dtype: str, rng: np.random.Generator) -> None:
+    """Strided vectors run BLAS; matrices BLAS cannot read in place are copied first (as for
+    BLAS) and then run natively; one thread without threads configured runs BLAS."""
+    a, x = gemv_values(dtype, (400, 784), "C", False, rng)
+    y = rng.standard_normal(400).astype(dtype)
+    node = node_of(gemv_no_inplace, dtype, (1, 0, 2, 1, 0))
+    for values, expected in (
+        ([y, a, lay(x, "step")], False),
+        ([y, a, lay(x, "reversed")], True),
+        ([y, lay(a, "step"), x], True),
+        ([y, lay(a, "sub_F"), x], True),
+    ):
+        y_in, a_in, x_in = values
+        got, native = run_threaded(node, [y_in, scalar(1.5, dtype), a_in, x_in, scalar(0.5, dtype)])
+        assert native == expected
+        assert_gemv_close(got, 1.5, a, x, 0.5, y)
+    inplace = node_of(gemv_inplace, dtype, (1, 0, 2, 1, 0))
+    y_step = lay(y, "step")
+    got, native = run_threaded(inplace, [y_step, scalar(1.5, dtype), a, x, scalar(0.5, dtype)])
+    assert not native and got is y_step
+    assert_gemv_close(got, 1.5, a, x, 0.5, y)
+    got, native = run_threaded(node, [y, scalar(1.5, dtype), a, x, scalar(0.5, dtype)], 1)
+    assert not native
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_native_gemv_in_a_forked_child(rng: np.random.Generator) -> None:
+    """A child forked after threaded products runs them on one thread (OpenMP's threads
+    are not forked: a parallel region would wait for them forever)."""
+    a, x = gemv_values("float64", (400, 784), "C", False, rng)
+    node = node_of(_dot, "float64", (2, 1))
+    want, _ = run_threaded(node, [a, x])
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 if the product is right
+        got, native = run_threaded(node, [a, x])
+        os._exit(0 if native and np.array_equal(got, want) else 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung in the native gemv")
+
+
+def test_native_gemv_follows_config_openmp(rng: np.random.Generator) -> None:
+    from opgraph.configdefaults import config
+    from opgraph_c.kernels.elemwise import _threads
+
+    a, x = gemv_values("float64", (400, 784), "C", False, rng)
+    node = node_of(_dot, "float64", (2, 1))
+    for openmp in (False, True):
+        with config.change_flags(openmp=openmp):
+            before = _blas.native_gemv_stats()["calls"]
+            got = run_c(node, [a, x])
+        assert (_blas.native_gemv_stats()["calls"] > before) == (openmp and _threads() > 1)
+        assert_gemv_close(got, 1.0, a, x, 0.0, None)

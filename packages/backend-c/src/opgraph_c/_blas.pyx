@@ -1,4 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# distutils: extra_compile_args = -fopenmp
+# distutils: extra_link_args = -fopenmp
 """Precompiled BLAS thunks: ``Gemm``, ``Gemv``, ``Ger``, ``Dot22``, ``Dot22Scalar``, ``Dot``.
 
 Each thunk is a :class:`~opgraph_c._vm.CThunk` (the VM calls its ``run`` through the C
@@ -22,6 +24,13 @@ dimensions, ``alpha == 0`` (the product is not computed) and sizes beyond BLAS's
 integers. As in BLAS and ``perform``, ``beta == 0`` ignores the old contents of ``Z`` or
 ``y`` (NaN included).
 
+Matrix-vector products of mid-size matrices (``Gemv``, and ``Dot`` of a matrix and a vector)
+run native loops instead of ``?gemv``, on OpenMP threads that each own a contiguous part of
+the output (see "the native gemv" below). Their result does not depend on the number of
+threads (each output element is summed in one order, by one thread), and threads are used
+only while they pay: not while the machine is busy (as in :mod:`opgraph_c._reduce`), nor
+while other threads of the process hold them up.
+
 In-place variants (``Gemm{inplace}``, ``Gemv{inplace}``, ``Ger{destructive}``) write into
 their input 0 and output it. When that input cannot be handed to BLAS as it is (a layout
 BLAS cannot address, or memory shared with another operand), the result is computed in a
@@ -30,10 +39,15 @@ temporary and copied into it.
 
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
+from cython.parallel cimport prange
 from libc.limits cimport INT_MAX
+from libc.math cimport INFINITY
+from libc.time cimport time, time_t
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from opgraph_c._vm cimport CThunk
 
+import os
 import re
 
 import numpy as np
@@ -154,6 +168,334 @@ cdef enum:
     COL = 0
     ROW = 1
     BAD = -1
+
+
+# ------------------------------------------------------------------- the native gemv
+#
+# ``y = alpha * op(A) @ x + beta * y`` on a row-major view S of A (rows of S contiguous,
+# ``ld`` elements apart), for mid-size matrices. SciPy's OpenBLAS runs such a gemv on one
+# thread, which streams the whole matrix from L3 on every call (a 400 x 784 float64 matrix,
+# 2.5 MB, does not fit a core's 2 MB L2). Split between two cores, each core's share fits
+# in its own L2 and stays there from one call to the next (a training step reads the same
+# matrix in its forward and backward products): the product takes 0.3 to 0.6 times as long
+# in float64, 0.5 to 0.8 in float32 (half the bytes: BLAS's one thread suffers less).
+#
+# Two loops cover every layout: with op(A) = S, y[i] is the dot product of row i of S with x
+# (``rows``); with op(A) = S.T, y is the sum of the rows of S scaled by x (``cols``, BLAS's
+# axpy-style column accumulation). Both are plain C that gcc vectorises: contiguous inner
+# loops, four rows of S per pass (x, or a tile of y, is loaded once for four rows), and
+# ``omp simd`` lets it reassociate the dot products' sums into vector accumulators. Threads
+# split y, never a sum: there is no reduction between threads, and y[i] is computed the same
+# way whatever the number of threads.
+
+cdef extern from *:
+    """
+    /* Builds for any x86-64 CPU; the loader picks the AVX2+FMA clone where the CPU has it. */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #define OPG_GEMV_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+    #else
+    #define OPG_GEMV_CLONES
+    #endif
+    /* Elements of y updated per pass of the column loop over the rows of S (stays in L1). */
+    #define OPG_GEMV_TILE 1024
+
+    /* opg_gemv_rows_<s>: y[i] = alpha * dot(S[i, :n], x) + beta * y[i], i in [i0, i1).
+     * opg_gemv_cols_<s>: y[j] = alpha * sum_i x[i] * S[i, j] + beta * y[j] over the m rows
+     * of S, j in [j0, j1). Both: beta == 0 does not read y (NaN there is ignored, as in
+     * BLAS); y overlaps neither S nor x. */
+    #define OPG_DEFINE_GEMV(T, s)                                                         \\
+    OPG_GEMV_CLONES static void opg_gemv_rows_##s(                                        \\
+        const T *restrict S, Py_ssize_t ld, Py_ssize_t n, const T *restrict x, T alpha,   \\
+        T beta, T *restrict y, Py_ssize_t i0, Py_ssize_t i1)                              \\
+    {                                                                                     \\
+        Py_ssize_t i = i0, j;                                                             \\
+        for (; i + 4 <= i1; i += 4) {                                                     \\
+            const T *a0 = S + i * ld, *a1 = a0 + ld, *a2 = a1 + ld, *a3 = a2 + ld;        \\
+            T t0 = 0, t1 = 0, t2 = 0, t3 = 0;                                             \\
+            _Pragma("omp simd reduction(+: t0, t1, t2, t3)")                              \\
+            for (j = 0; j < n; j++) {                                                     \\
+                T xj = x[j];                                                              \\
+                t0 += a0[j] * xj;                                                         \\
+                t1 += a1[j] * xj;                                                         \\
+                t2 += a2[j] * xj;                                                         \\
+                t3 += a3[j] * xj;                                                         \\
+            }                                                                             \\
+            if (beta == 0) {                                                              \\
+                y[i] = alpha * t0;                                                        \\
+                y[i + 1] = alpha * t1;                                                    \\
+                y[i + 2] = alpha * t2;                                                    \\
+                y[i + 3] = alpha * t3;                                                    \\
+            } else {                                                                      \\
+                y[i] = alpha * t0 + beta * y[i];                                          \\
+                y[i + 1] = alpha * t1 + beta * y[i + 1];                                  \\
+                y[i + 2] = alpha * t2 + beta * y[i + 2];                                  \\
+                y[i + 3] = alpha * t3 + beta * y[i + 3];                                  \\
+            }                                                                             \\
+        }                                                                                 \\
+        for (; i < i1; i++) {                                                             \\
+            const T *a0 = S + i * ld;                                                     \\
+            T t0 = 0;                                                                     \\
+            _Pragma("omp simd reduction(+: t0)")                                          \\
+            for (j = 0; j < n; j++)                                                       \\
+                t0 += a0[j] * x[j];                                                       \\
+            y[i] = beta == 0 ? alpha * t0 : alpha * t0 + beta * y[i];                     \\
+        }                                                                                 \\
+    }                                                                                     \\
+                                                                                          \\
+    OPG_GEMV_CLONES static void opg_gemv_cols_##s(                                        \\
+        const T *restrict S, Py_ssize_t ld, Py_ssize_t m, const T *restrict x, T alpha,   \\
+        T beta, T *restrict y, Py_ssize_t j0, Py_ssize_t j1)                              \\
+    {                                                                                     \\
+        Py_ssize_t b, e, i, j;                                                            \\
+        for (b = j0; b < j1; b = e) {                                                     \\
+            e = j1 - b > OPG_GEMV_TILE ? b + OPG_GEMV_TILE : j1;                          \\
+            if (beta == 0)                                                                \\
+                for (j = b; j < e; j++)                                                   \\
+                    y[j] = 0;                                                             \\
+            else if (beta != 1)                                                           \\
+                for (j = b; j < e; j++)                                                   \\
+                    y[j] *= beta;                                                         \\
+            for (i = 0; i + 4 <= m; i += 4) {                                             \\
+                const T *a0 = S + i * ld, *a1 = a0 + ld, *a2 = a1 + ld, *a3 = a2 + ld;    \\
+                T x0 = alpha * x[i], x1 = alpha * x[i + 1];                               \\
+                T x2 = alpha * x[i + 2], x3 = alpha * x[i + 3];                           \\
+                for (j = b; j < e; j++)                                                   \\
+                    y[j] += x0 * a0[j] + x1 * a1[j] + x2 * a2[j] + x3 * a3[j];            \\
+            }                                                                             \\
+            for (; i < m; i++) {                                                          \\
+                const T *a0 = S + i * ld;                                                 \\
+                T x0 = alpha * x[i];                                                      \\
+                for (j = b; j < e; j++)                                                   \\
+                    y[j] += x0 * a0[j];                                                   \\
+            }                                                                             \\
+        }                                                                                 \\
+    }
+
+    OPG_DEFINE_GEMV(double, d)
+    OPG_DEFINE_GEMV(float, s)
+    """
+    void opg_gemv_rows_d(const double* S, Py_ssize_t ld, Py_ssize_t n, const double* x,
+                         double alpha, double beta, double* y, Py_ssize_t i0,
+                         Py_ssize_t i1) noexcept nogil
+    void opg_gemv_cols_d(const double* S, Py_ssize_t ld, Py_ssize_t m, const double* x,
+                         double alpha, double beta, double* y, Py_ssize_t j0,
+                         Py_ssize_t j1) noexcept nogil
+    void opg_gemv_rows_s(const float* S, Py_ssize_t ld, Py_ssize_t n, const float* x,
+                         float alpha, float beta, float* y, Py_ssize_t i0,
+                         Py_ssize_t i1) noexcept nogil
+    void opg_gemv_cols_s(const float* S, Py_ssize_t ld, Py_ssize_t m, const float* x,
+                         float alpha, float beta, float* y, Py_ssize_t j0,
+                         Py_ssize_t j1) noexcept nogil
+
+
+cdef extern from "stdlib.h" nogil:
+    int getloadavg(double* loadavg, int nelem)
+
+
+cdef enum:
+    # The products the native gemv runs (see _gemv_native).
+    GEMV_MIN_BYTES = 512 * 1024
+    GEMV_MAX_SIZE = 460800
+    GEMV_MIN_SIDE = 32
+    GEMV_MIN_COLS_OUTPUT = 256
+    # Threads own whole blocks of y: 4 rows in the row loop (its grouping of rows, so that
+    # y[i]'s sum does not depend on where a thread's share starts), cache lines in the
+    # column loop (it rewrites its share of y once per 4 rows: a line two threads wrote
+    # would travel between their cores each time).
+    ROWS_UNIT = 4
+    CACHE_LINE = 64
+
+#: The native gemv's limits (see _gemv_native).
+GEMV_LIMITS = {
+    "min_bytes": GEMV_MIN_BYTES,
+    "max_size": GEMV_MAX_SIZE,
+    "min_side": GEMV_MIN_SIDE,
+    "min_cols_output": GEMV_MIN_COLS_OUTPUT,
+}
+
+# Threads must beat one thread: a thunk's first ONE_THREAD_CALLS products run on one
+# thread, to time it; after SLOW_CALLS threaded products in a row slower (per matrix
+# element) than its fastest on one thread, the native gemv runs on one thread for a while:
+# BACKOFF_MIN seconds, twice as long each time threads are still slow after that, up to
+# BACKOFF_MAX.
+cdef enum:
+    ONE_THREAD_CALLS = 2
+    SLOW_CALLS = 3
+cdef double BACKOFF_MIN = 0.05
+cdef double BACKOFF_MAX = 5.0
+
+
+cdef struct GemvTeam:
+    # The threads of a thunk's native gemv.
+    int nthreads  # at most this many; 1: no native gemv, BLAS runs every product
+    double busy_load  # one thread while the 1-minute load average is this or more
+    bint adaptive  # False: threads whenever not busy (no timing, no back-off)
+    int one_calls  # products timed on one thread
+    double one  # the fastest of them, seconds per matrix element
+    int slow  # threaded products slower than that in a row
+
+
+cdef bint _forked = False  # in a child forked from this process: one thread, always
+cdef double _backoff_until = 0.0  # CLOCK_MONOTONIC seconds: one thread until then
+cdef double _backoff = BACKOFF_MIN  # the next back-off's length
+cdef Py_ssize_t _native_calls = 0, _threaded_calls = 0, _backoffs = 0
+
+
+def native_gemv_stats():
+    """Counts of this process's native gemv (a diagnostic; the tests read from it which
+    path a product took): ``calls`` (products it computed), ``threaded`` (on several
+    threads), ``backoffs`` (times it went back to one thread, see ``_team_timed``)."""
+    return {"calls": _native_calls, "threaded": _threaded_calls, "backoffs": _backoffs}
+
+
+def _after_fork_in_child():
+    """No threads in a forked child: GNU OpenMP's threads are not forked, and its next
+    parallel region would wait for them forever."""
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+cdef inline double _monotonic() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + 1e-9 * ts.tv_nsec
+
+
+cdef time_t _load_time = 0
+cdef double _load = 0.0
+
+
+cdef double _load_average() noexcept:
+    """The 1-minute load average, read at most once a second (0 when unknown; as in
+    :mod:`opgraph_c._reduce`)."""
+    global _load_time, _load
+    cdef time_t now = time(NULL)
+    cdef double avg[1]
+    if now != _load_time:
+        _load_time = now
+        _load = avg[0] if getloadavg(avg, 1) == 1 else 0.0
+    return _load
+
+
+cdef int _team_size(GemvTeam* team) noexcept:
+    """How many threads the native gemv may use now: 0 (none, BLAS runs), else 1 in a
+    forked child, while the machine is busy or while threads did not pay lately, else
+    ``team.nthreads``.
+
+    Threads pay only if they all run at once: a product's threads join at its end, so one
+    waiting for a CPU holds up the caller (by a scheduler time slice, milliseconds). The
+    load average tells when other processes hold the CPUs. It misses this process's other
+    threads, OpenBLAS's above all: they spin for a while after each threaded BLAS call (as
+    OpenMP's do after each product), and with few CPUs each team then waits for the
+    other's (a gemv and a threaded gemm in turn: each ten times slower). It misses products
+    too rare to find their threads awake, too. ``_team_timed`` catches both.
+    """
+    if team.nthreads <= 1:
+        return 0
+    if _forked or _load_average() >= team.busy_load:
+        return 1
+    if team.adaptive and (team.one_calls < ONE_THREAD_CALLS or _monotonic() < _backoff_until):
+        return 1
+    return team.nthreads
+
+
+cdef void _team_timed(GemvTeam* team, int threads, double seconds, Py_ssize_t size) noexcept:
+    """Record a product of ``size`` elements on ``threads`` threads that took ``seconds``;
+    back off to one thread after SLOW_CALLS threaded products in a row slower than one
+    thread."""
+    global _backoff_until, _backoff, _backoffs, _threaded_calls
+    cdef double per = seconds / size
+    if threads > 1:
+        _threaded_calls += 1
+    if not team.adaptive:
+        return
+    if threads <= 1:
+        team.one_calls += 1
+        team.one = min(team.one, per)
+        return
+    if per < team.one:
+        team.slow = 0
+        _backoff = BACKOFF_MIN
+        return
+    team.slow += 1
+    if team.slow >= SLOW_CALLS:
+        team.slow = 0
+        _backoff_until = _monotonic() + _backoff
+        _backoff = min(2 * _backoff, BACKOFF_MAX)
+        _backoffs += 1
+
+
+cdef inline bint _gemv_native(int typenum, char trans, int M, int N, int incx,
+                              int incy) noexcept nogil:
+    """Whether ``?gemv``'s problem (same arguments) runs natively rather than in BLAS.
+
+    Measured on two cores (Xeon, 2 MB of L2 each) against SciPy's OpenBLAS:
+
+    - at least GEMV_MIN_BYTES of matrix: below, starting the threads (a microsecond or
+      two) is not paid back;
+    - fewer than GEMV_MAX_SIZE elements: from there OpenBLAS splits its gemv between
+      threads itself, and is as fast;
+    - sides of GEMV_MIN_SIDE elements or more, and GEMV_MIN_COLS_OUTPUT elements of y or
+      more for the column loop: its threads' shares of y are short otherwise, and the
+      loop's overhead per row dominates;
+    - unit steps (the loops are contiguous).
+    """
+    cdef Py_ssize_t size = <Py_ssize_t>M * N
+    cdef Py_ssize_t item = 8 if typenum == cnp.NPY_DOUBLE else 4
+    return (incx == 1 and incy == 1 and M >= GEMV_MIN_SIDE and N >= GEMV_MIN_SIDE
+            and size * item >= GEMV_MIN_BYTES and size < GEMV_MAX_SIZE
+            and (trans == c"T" or M >= GEMV_MIN_COLS_OUTPUT))
+
+
+cdef inline void _gemv_part(int typenum, bint rows, char* S, Py_ssize_t ld, Py_ssize_t inner,
+                            char* X, double alpha, double beta, char* Y, Py_ssize_t lo,
+                            Py_ssize_t hi) noexcept nogil:
+    """``y[lo:hi]`` by the row loop (``inner`` elements per row) or the column loop
+    (``inner`` rows)."""
+    if typenum == cnp.NPY_DOUBLE:
+        if rows:
+            opg_gemv_rows_d(<double*>S, ld, inner, <double*>X, alpha, beta, <double*>Y, lo, hi)
+        else:
+            opg_gemv_cols_d(<double*>S, ld, inner, <double*>X, alpha, beta, <double*>Y, lo, hi)
+    elif rows:
+        opg_gemv_rows_s(<float*>S, ld, inner, <float*>X, <float>alpha, <float>beta, <float*>Y,
+                        lo, hi)
+    else:
+        opg_gemv_cols_s(<float*>S, ld, inner, <float*>X, <float>alpha, <float>beta, <float*>Y,
+                        lo, hi)
+
+
+cdef void _xgemv_native(int typenum, char trans, int M, int N, double alpha, char* A,
+                        int lda, char* X, double beta, char* Y, int nthreads) noexcept nogil:
+    """``?gemv`` with unit steps (same arguments) by the native loops on ``nthreads`` threads.
+
+    BLAS's column-major M x N matrix B is the row-major S = B.T (N rows of M elements,
+    ``lda`` apart): trans ``T`` is y = S @ x (the row loop; y has N elements), ``N`` is
+    y = S.T @ x (the column loop; y has M elements). Thread t of n computes the t-th of n
+    static shares of y's blocks (the first thread also the ``head`` elements of y before
+    its first block).
+    """
+    cdef bint rows = trans == c"T"
+    cdef Py_ssize_t length = N if rows else M, inner = M if rows else N
+    cdef Py_ssize_t item = 8 if typenum == cnp.NPY_DOUBLE else 4
+    cdef Py_ssize_t unit = ROWS_UNIT, head = 0
+    cdef Py_ssize_t blocks, t, n
+    if not rows:  # blocks are the cache lines of y (y is aligned to its item size)
+        unit = CACHE_LINE // item
+        head = (CACHE_LINE - <Py_ssize_t>(<size_t>Y % CACHE_LINE)) % CACHE_LINE // item
+        head = min(head, length)
+    blocks = (length - head + unit - 1) // unit
+    n = min(nthreads, blocks)
+    if n <= 1:
+        _gemv_part(typenum, rows, A, lda, inner, X, alpha, beta, Y, 0, length)
+        return
+    for t in prange(n, schedule="static", num_threads=n):
+        _gemv_part(typenum, rows, A, lda, inner, X, alpha, beta, Y,
+                   0 if t == 0 else min(head + blocks * t // n * unit, length),
+                   min(head + blocks * (t + 1) // n * unit, length))
 
 
 # ------------------------------------------------------------------- operands
@@ -367,12 +709,17 @@ cdef int _gemm(int typenum, double alpha, cnp.ndarray x, cnp.ndarray y, double b
 
 
 cdef int _gemv(int typenum, double alpha, cnp.ndarray a, bint transpose, cnp.ndarray x,
-               double beta, cnp.ndarray out, int inc_out) except -1:
+               double beta, cnp.ndarray out, int inc_out, GemvTeam* team) except -1:
     """``out <- alpha * op(a) @ x + beta * out``, ``op(a)`` is ``a`` or ``a.T``.
 
-    ``out`` is stepped through with ``inc_out``; ``a`` and ``x`` are copied if BLAS cannot
-    read them in place. Sizes are non-zero and fit in int (the caller checks).
+    ``out`` is stepped through with ``inc_out`` and overlaps neither ``a`` nor ``x``; ``a``
+    and ``x`` are copied if BLAS cannot read them in place. Sizes are non-zero and fit in
+    int (the caller checks). Mid-size products run the native loops on ``team``'s threads
+    (see ``_gemv_native`` and ``_team_size``), other products BLAS.
     """
+    global _native_calls
+    cdef int threads
+    cdef double start
     cdef int la, lda, incx
     cdef char trans
     a = _matrix_for_blas(a, &la, &lda)
@@ -387,7 +734,14 @@ cdef int _gemv(int typenum, double alpha, cnp.ndarray a, bint transpose, cnp.nda
     cdef char* A = cnp.PyArray_BYTES(a)
     cdef char* X = cnp.PyArray_BYTES(x)
     cdef char* Y = cnp.PyArray_BYTES(out)
-    if <Py_ssize_t>M * N >= NOGIL_WORK:
+    threads = _team_size(team) if _gemv_native(typenum, trans, M, N, incx, inc_out) else 0
+    if threads > 0:
+        _native_calls += 1
+        start = _monotonic()
+        with nogil:
+            _xgemv_native(typenum, trans, M, N, alpha, A, lda, X, beta, Y, threads)
+        _team_timed(team, threads, _monotonic() - start, <Py_ssize_t>M * N)
+    elif <Py_ssize_t>M * N >= NOGIL_WORK:
         with nogil:
             _xgemv(typenum, trans, M, N, alpha, A, lda, X, incx, beta, Y, inc_out)
     else:
@@ -448,14 +802,22 @@ cdef class BlasThunk(CThunk):
         The node's storage cells.
     dtype
         The operands' dtype: ``float32`` or ``float64``.
+    nthreads, busy_load, adaptive
+        Matrix-vector products (``Gemv``, ``Dot``) of mid-size matrices run the native loops
+        on up to ``nthreads`` threads (1: BLAS only), on one thread while the 1-minute load
+        average is ``busy_load`` or more (the machine's CPU count) or, if ``adaptive``,
+        while threads do not pay (see ``_team_size``; not ``adaptive``: tests and
+        benchmarks pick the threads).
     """
 
     cdef public object node
     cdef object perform
     cdef list in_cells, out_cells
     cdef int typenum
+    cdef GemvTeam team
 
-    def __init__(self, node, list in_cells, list out_cells, dtype):
+    def __init__(self, node, list in_cells, list out_cells, dtype, int nthreads=1,
+                 double busy_load=INFINITY, bint adaptive=True):
         dtype = np.dtype(dtype)
         if dtype.num not in (cnp.NPY_FLOAT, cnp.NPY_DOUBLE):
             raise TypeError(f"{type(self).__name__} runs float32 or float64 BLAS, not {dtype}")
@@ -465,6 +827,12 @@ cdef class BlasThunk(CThunk):
         self.inputs, self.outputs = in_cells, out_cells
         self.lazy = False
         self.typenum = dtype.num
+        self.team.nthreads = nthreads
+        self.team.busy_load = busy_load
+        self.team.adaptive = adaptive
+        self.team.one_calls = 0
+        self.team.one = INFINITY
+        self.team.slow = 0
 
     cdef inline object _value(self, int i):
         return (<list>self.in_cells[i])[0]
@@ -493,7 +861,7 @@ cdef class GemmThunk(BlasThunk):
         cdef cnp.ndarray z = _fast(self._value(0), t, 2)
         cdef cnp.ndarray x = _fast(self._value(2), t, 2)
         cdef cnp.ndarray y = _fast(self._value(3), t, 2)
-        cdef double alpha, beta
+        cdef double alpha = 0.0, beta = 0.0  # set by _scalar (gcc cannot tell)
         cdef int ld
         if (z is None or x is None or y is None or not _scalar(self._value(1), &alpha)
                 or not _scalar(self._value(4), &beta)):
@@ -558,8 +926,10 @@ cdef class GemvThunk(BlasThunk):
 
     cdef bint inplace
 
-    def __init__(self, node, list in_cells, list out_cells, dtype, bint inplace):
-        BlasThunk.__init__(self, node, in_cells, out_cells, dtype)
+    def __init__(self, node, list in_cells, list out_cells, dtype, bint inplace,
+                 int nthreads=1, double busy_load=INFINITY, bint adaptive=True):
+        BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, busy_load,
+                           adaptive)
         self.inplace = inplace
 
     cdef int run(self) except -1:
@@ -567,7 +937,7 @@ cdef class GemvThunk(BlasThunk):
         cdef cnp.ndarray y = _fast(self._value(0), t, 1)
         cdef cnp.ndarray a = _fast(self._value(2), t, 2)
         cdef cnp.ndarray x = _fast(self._value(3), t, 1)
-        cdef double alpha, beta
+        cdef double alpha = 0.0, beta = 0.0  # set by _scalar (gcc cannot tell)
         cdef int inc
         if (y is None or a is None or x is None or not _scalar(self._value(1), &alpha)
                 or not _scalar(self._value(4), &beta)):
@@ -584,15 +954,15 @@ cdef class GemvThunk(BlasThunk):
             if inc == 0 or _overlap(y, a) or _overlap(y, x):
                 out = (<cnp.ndarray>cnp.PyArray_NewCopy(y, cnp.NPY_CORDER) if beta != 0
                        else _empty(1, cnp.PyArray_DIMS(y), t, 0))
-                _gemv(t, alpha, a, False, x, beta, out, 1)
+                _gemv(t, alpha, a, False, x, beta, out, 1, &self.team)
                 cnp.PyArray_CopyInto(y, out)
             else:
-                _gemv(t, alpha, a, False, x, beta, y, inc)
+                _gemv(t, alpha, a, False, x, beta, y, inc, &self.team)
             return self._store(y)
         out = _empty(1, cnp.PyArray_DIMS(y), t, 0)
         if beta != 0:
             cnp.PyArray_CopyInto(out, y)
-        _gemv(t, alpha, a, False, x, beta, out, 1)
+        _gemv(t, alpha, a, False, x, beta, out, 1, &self.team)
         return self._store(out)
 
 
@@ -610,7 +980,7 @@ cdef class GerThunk(BlasThunk):
         cdef cnp.ndarray a = _fast(self._value(0), t, 2)
         cdef cnp.ndarray x = _fast(self._value(2), t, 1)
         cdef cnp.ndarray y = _fast(self._value(3), t, 1)
-        cdef double alpha
+        cdef double alpha = 0.0  # set by _scalar (gcc cannot tell)
         cdef int ld
         if a is None or x is None or y is None or not _scalar(self._value(1), &alpha):
             return self._fallback()
@@ -642,8 +1012,10 @@ cdef class DotThunk(BlasThunk):
 
     cdef int xnd, ynd
 
-    def __init__(self, node, list in_cells, list out_cells, dtype):
-        BlasThunk.__init__(self, node, in_cells, out_cells, dtype)
+    def __init__(self, node, list in_cells, list out_cells, dtype, int nthreads=1,
+                 double busy_load=INFINITY, bint adaptive=True):
+        BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, busy_load,
+                           adaptive)
         self.xnd = node.inputs[0].type.ndim
         self.ynd = node.inputs[1].type.ndim
         if self.xnd not in (1, 2) or self.ynd not in (1, 2):
@@ -676,7 +1048,7 @@ cdef class DotThunk(BlasThunk):
         elif nd == 2:
             _gemm(t, 1.0, x, y, 0.0, out)
         elif self.xnd == 2:  # matrix @ vector
-            _gemv(t, 1.0, x, False, y, 0.0, out, 1)
+            _gemv(t, 1.0, x, False, y, 0.0, out, 1, &self.team)
         else:  # vector @ matrix = y.T @ x
-            _gemv(t, 1.0, y, True, x, 0.0, out, 1)
+            _gemv(t, 1.0, y, True, x, 0.0, out, 1, &self.team)
         return self._store(out)

@@ -10,7 +10,8 @@ over threads). It exports them as an ``opg_elemwise_kernel`` table in a capsule.
 :class:`ElemwiseThunk` does the rest, per call, in C: reads the input cells, checks shapes
 with Elemwise's broadcasting rules (same error text as ``Elemwise.perform``), allocates the
 outputs (or reuses the destroyed input for an in-place output, or the array the output's
-cell kept from the last call where the VM allows it: ``set_output_reuse``), then calls the
+cell kept from the last call where the VM allows it: ``set_output_reuse``; outputs of
+``POOL_MIN_BYTES`` or more come from the buffer pool, :mod:`opgraph_c._pool`), then calls the
 contiguous loop over the whole array when every operand is C-contiguous, else collapses
 dimensions and walks the outer ones, calling the contiguous or strided loop for the
 innermost one.
@@ -20,6 +21,7 @@ cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.ref cimport PyObject
 
+from opgraph_c._pool cimport POOL_MIN_BYTES, pooled_empty
 from opgraph_c._vm cimport CThunk
 
 import numpy as np
@@ -303,10 +305,14 @@ cdef class ElemwiseThunk(CThunk):
                     arrays[i] = a
             else:
                 kept = self._kept(j, shape, arrays) if self.reuse[j] else None
-                if kept is None:
-                    a = cnp.PyArray_EMPTY(nd, <cnp.npy_intp*>shape, self.out_typenum[j], 0)
-                else:
+                if kept is not None:
                     a = <cnp.ndarray>kept
+                elif <size_t>size * <size_t>self.itemsize[nin + j] >= POOL_MIN_BYTES:
+                    # A big output: through the buffer pool, which hands back the buffer of
+                    # a result the caller dropped (already faulted in) when it has one.
+                    a = pooled_empty(nd, <cnp.npy_intp*>shape, self.out_typenum[j])
+                else:
+                    a = cnp.PyArray_EMPTY(nd, <cnp.npy_intp*>shape, self.out_typenum[j], 0)
             arrays.append(a)
         if size > 0:
             self._compute(arrays, shape, size)

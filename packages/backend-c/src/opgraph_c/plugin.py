@@ -47,6 +47,14 @@ def declare_flags(config: Any) -> None:
             "config.openmp is true).",
             IntParam(200_000, validator=lambda n: n >= 0),
         ),
+        (
+            "c__buffer_pool_mb",
+            "MiB of freed big (>= 4 MiB) elementwise output buffers kept for reuse, so the "
+            "next call's output needs no fresh, page-faulting memory; 0 turns the pool off. "
+            "Read at each such allocation. See opgraph_c.buffer_pool_info() and "
+            "opgraph_c.release_buffer_pool().",
+            IntParam(256, validator=lambda n: n >= 0),
+        ),
     ]
     for name, doc, param in flags:
         if name not in config:
@@ -56,7 +64,7 @@ def declare_flags(config: Any) -> None:
 @hookimpl
 def opgraph_add_config(config: Any) -> None:
     """backend-c's flags: ``c__cc``, ``c__march_native``, ``c__cflags``,
-    ``c__openmp_threshold`` (``openmp`` itself is core's)."""
+    ``c__openmp_threshold``, ``c__buffer_pool_mb`` (``openmp`` itself is core's)."""
     declare_flags(config)
 
 

@@ -3,8 +3,10 @@
 
 They are precompiled thunks (:mod:`opgraph_c._blas`, built when backend-c is installed)
 calling SciPy's BLAS through ``scipy.linalg.cython_blas``: nothing is generated or compiled
-when a function is compiled. float32 and float64 only; other dtypes (complex, float16,
-integers, mixed) return None and run the Op's ``perform``. ``Dot`` lives in core's
+when a function is compiled. With ``config.openmp`` on, matrix-vector products of mid-size
+matrices (``Gemv``, ``Dot``) run the module's own loops on OpenMP threads instead (see
+:mod:`opgraph_c._blas`). float32 and float64 only; other dtypes (complex, float16, integers,
+mixed) return None and run the Op's ``perform``. ``Dot`` lives in core's
 ``tensor/dot.py`` but is the op the BLAS rewrites start from, so its kernel is here with them.
 """
 
@@ -20,6 +22,8 @@ from opgraph.graph.op import Op
 from opgraph.link.dispatch import KernelFallbackWarning
 from opgraph.tensor.blas import Dot22, Dot22Scalar, Gemm, Gemv, Ger
 from opgraph.tensor.dot import Dot
+from opgraph_c.kernels.elemwise import _flag, _threads
+from opgraph_c.kernels.reduction import _busy_load
 from opgraph_c.spec import Precompiled
 
 __all__ = [
@@ -35,7 +39,7 @@ __all__ = [
 ]
 
 #: Bump when the thunks change behaviour (it is part of the kernel entries' identity).
-BLAS_VERSION = 1
+BLAS_VERSION = 2
 #: The dtypes the precompiled thunks run; others take ``perform``.
 BLAS_DTYPES = ("float32", "float64")
 
@@ -94,9 +98,17 @@ def gemm_c(op: Gemm, node: Apply) -> Precompiled | None:
     return _precompiled(op, node, "GemmThunk", inplace=op.inplace)
 
 
+def _gemv_threads() -> dict[str, Any]:
+    """The threads of the native gemv: ``nthreads`` (1 without ``config.openmp``: BLAS
+    only) and ``busy_load``, the load average from which it runs on one thread."""
+    nthreads = _threads() if _flag("openmp", False) else 1
+    return {"nthreads": nthreads, "busy_load": _busy_load()}
+
+
 def gemv_c(op: Gemv, node: Apply) -> Precompiled | None:
-    """``y <- b * y + a * dot(A, x)`` through ``?gemv`` (in place: into ``y``'s buffer)."""
-    return _precompiled(op, node, "GemvThunk", inplace=op.inplace)
+    """``y <- b * y + a * dot(A, x)`` through ``?gemv`` or, for mid-size matrices, the
+    native threaded loops (in place: into ``y``'s buffer)."""
+    return _precompiled(op, node, "GemvThunk", inplace=op.inplace, **_gemv_threads())
 
 
 def ger_c(op: Ger, node: Apply) -> Precompiled | None:
@@ -115,7 +127,8 @@ def dot22scalar_c(op: Dot22Scalar, node: Apply) -> Precompiled | None:
 
 
 def dot_c(op: Dot, node: Apply) -> Precompiled | None:
-    """``dot`` of two vectors or matrices of one dtype (``?dot``, ``?gemv``, ``?gemm``)."""
+    """``dot`` of two vectors or matrices of one dtype (``?dot``, ``?gemv`` or the native
+    gemv, ``?gemm``)."""
     if any(v.type.ndim not in (1, 2) for v in node.inputs):
         return None
-    return _precompiled(op, node, "DotThunk")
+    return _precompiled(op, node, "DotThunk", **_gemv_threads())
