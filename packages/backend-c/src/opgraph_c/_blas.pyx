@@ -315,13 +315,15 @@ GEMV_LIMITS = {
 
 # Threads must beat one thread: a thunk's first ONE_THREAD_CALLS products run on one
 # thread, to time it; after SLOW_CALLS threaded products in a row slower (per matrix
-# element) than its fastest on one thread, the native gemv runs on one thread for a while:
+# element) than its fastest on one thread, or one STALLED times slower (a thread waited
+# for a CPU: a scheduler time slice), the native gemv runs on one thread for a while:
 # BACKOFF_MIN seconds, twice as long each time threads are still slow after that, up to
 # BACKOFF_MAX.
 cdef enum:
     ONE_THREAD_CALLS = 2
     SLOW_CALLS = 3
-cdef double BACKOFF_MIN = 0.05
+    STALLED = 20
+cdef double BACKOFF_MIN = 0.01
 cdef double BACKOFF_MAX = 5.0
 
 
@@ -405,7 +407,7 @@ cdef int _team_size(GemvTeam* team) noexcept:
 cdef void _team_timed(GemvTeam* team, int threads, double seconds, Py_ssize_t size) noexcept:
     """Record a product of ``size`` elements on ``threads`` threads that took ``seconds``;
     back off to one thread after SLOW_CALLS threaded products in a row slower than one
-    thread."""
+    thread, or one STALLED times slower."""
     global _backoff_until, _backoff, _backoffs, _threaded_calls
     cdef double per = seconds / size
     if threads > 1:
@@ -421,7 +423,7 @@ cdef void _team_timed(GemvTeam* team, int threads, double seconds, Py_ssize_t si
         _backoff = BACKOFF_MIN
         return
     team.slow += 1
-    if team.slow >= SLOW_CALLS:
+    if team.slow >= SLOW_CALLS or per > STALLED * team.one:
         team.slow = 0
         _backoff_until = _monotonic() + _backoff
         _backoff = min(2 * _backoff, BACKOFF_MAX)
