@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.null_type import DisconnectedType, NullType, grad_undefined
 from opgraph.graph.op import Op
 from opgraph.graph.traversal import io_toposort
-from opgraph.graph.type import Type
 from opgraph.graph.utils import MethodNotDefined, first_user_line
 
 __all__ = [
@@ -71,48 +71,6 @@ class GradientError(Exception):
         )
         self.arg, self.err_pos, self.val1, self.val2 = arg, err_pos, val1, val2
         self.abs_err, self.rel_err = abs_err, rel_err
-
-
-class NullType(Type):
-    """The type of an undefined gradient; carries the reason in ``why_null``."""
-
-    __props__ = ("why_null",)
-
-    def __init__(self, why_null: str = "(no explanation given)") -> None:
-        self.why_null = why_null
-
-    def filter(self, data: Any, strict: bool = False, allow_downcast: bool | None = None) -> Any:
-        raise ValueError(f"no values can be assigned to a NullType: {self.why_null}")
-
-    def __str__(self) -> str:
-        return "NullType"
-
-
-class DisconnectedType(Type):
-    """The type of a gradient that is zero because there is no path (disconnected)."""
-
-    __props__ = ()
-
-    def filter(self, data: Any, strict: bool = False, allow_downcast: bool | None = None) -> Any:
-        raise ValueError("a DisconnectedType variable has no value")
-
-    def __str__(self) -> str:
-        return "DisconnectedType"
-
-
-def grad_undefined(op: Op, x_pos: int, x: Variable, comment: str = "") -> Variable:
-    """Return a NullType variable: the gradient of ``op`` w.r.t. input ``x_pos`` is undefined."""
-    return NullType(
-        f"the gradient of {op} with respect to its input {x_pos} ({x}) is mathematically "
-        f"undefined. {comment}"
-    )()
-
-
-def grad_not_implemented(op: Op, x_pos: int, x: Variable, comment: str = "") -> Variable:
-    """Return a NullType variable: ``op`` does not implement this gradient."""
-    return NullType(
-        f"{op} does not implement the gradient with respect to its input {x_pos} ({x}). {comment}"
-    )()
 
 
 def _is_null(v: Any) -> bool:

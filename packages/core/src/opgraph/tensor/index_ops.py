@@ -13,7 +13,7 @@ import numpy as np
 
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
-from opgraph.gradient import DisconnectedType, grad_undefined
+from opgraph.graph.null_type import DisconnectedType, grad_undefined
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Op
 from opgraph.tensor.basic import as_tensor_variable

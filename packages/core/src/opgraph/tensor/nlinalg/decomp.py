@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.gradient import grad_not_implemented
+from opgraph.graph.null_type import grad_not_implemented
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Op
 from opgraph.scalar.type import upcast

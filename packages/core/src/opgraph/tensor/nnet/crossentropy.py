@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.gradient import DisconnectedType, grad_undefined
+from opgraph.graph.null_type import DisconnectedType, grad_undefined
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.op import Op
 from opgraph.scalar.type import discrete_dtypes, upcast
