@@ -90,20 +90,34 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
-@nox.session
+#: Source files the size caps count (generated .c files are not sources).
+SOURCE_SUFFIXES = (".py", ".pyx", ".pxd", ".h")
+#: Lines allowed in core's sources (issue 11: 20,000 now, on the way to 15,000).
+CORE_CAP = 20_000
+#: Lines allowed in any one source file.
+FILE_CAP = 1_000
+
+
+@nox.session(venv_backend="none")
 def size(session: nox.Session) -> None:
-    """Line caps: core's sources under 15,000 lines, no source file over 1,000."""
+    """Line caps over every package's sources (.py, .pyx, .pxd, .h): core under CORE_CAP
+    lines, no file over FILE_CAP."""
     too_big = []
-    total = 0
-    for path in sorted((ROOT / "packages").glob("*/src/**/*.py")):
+    totals: dict[str, int] = {}
+    for path in sorted((ROOT / "packages").glob("*/src/**/*")):
+        if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
+            continue
         n = sum(1 for _ in path.open(encoding="utf-8"))
-        if "packages/core/" in path.as_posix():
-            total += n
-        if n > 1000:
-            too_big.append(f"{path.relative_to(ROOT)}: {n} lines")
-    session.log(f"packages/core/src: {total} lines")
-    if too_big or total > 15000:
-        session.error("size caps exceeded:\n" + "\n".join(too_big or [f"core has {total} lines"]))
+        package = path.relative_to(ROOT / "packages").parts[0]
+        totals[package] = totals.get(package, 0) + n
+        if n > FILE_CAP:
+            too_big.append(f"{path.relative_to(ROOT)}: {n} lines (cap {FILE_CAP})")
+    for package, n in sorted(totals.items()):
+        session.log(f"packages/{package}/src: {n} lines")
+    if totals.get("core", 0) > CORE_CAP:
+        too_big.append(f"packages/core/src: {totals['core']} lines (cap {CORE_CAP})")
+    if too_big:
+        session.error("size caps exceeded:\n" + "\n".join(too_big))
 
 
 @nox.session

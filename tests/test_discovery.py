@@ -28,7 +28,7 @@ def test_plugins_lists_example_plugin_and_its_contributions() -> None:
     proc = run_cli("plugins")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "opgraph.plugins.builtin" in out
+    assert "opgraph.compile.builtin" in out
     assert "example  [loaded]  opgraph-example-plugin 0.1.0" in out
     assert "linkers:      example" in out
     assert "canonicalize/local_cube_of_cube" in out

@@ -37,7 +37,7 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
         "compile",
         ["opgraph.compile", "opgraph.tensor.sharedvar", "opgraph.tensor.shared_randomstreams"],
     ),
-    ("gradient", ["opgraph.gradient", "opgraph.tensor.jacobian"]),
+    ("gradient", ["opgraph.gradient", "opgraph.tensor.jacobian", "opgraph.tensor.gradcheck"]),
     (
         "public face",
         ["=opgraph", "=opgraph.tensor", "opgraph.gof", "opgraph.__main__", "opgraph.testing"],
@@ -247,6 +247,52 @@ def test_core_imports_point_down() -> None:
     assert not upward, f"{len(upward)} upward import(s):\n" + "\n".join(upward)
 
 
+def facade_hazards(
+    modules: dict[str, tuple[Path, bool]], edges: list[Edge]
+) -> list[tuple[str, str, str]]:
+    """(package, outside module, inside module) where a package's ``__init__`` reaches a
+    module outside the package that reaches back into it.
+
+    Importing any submodule first runs its package's ``__init__``: if that ``__init__``
+    imports an outside module that imports the package's submodules, whichever of the two
+    is imported first finds the other half-initialized. A facade may gather lower modules
+    and its own submodules only.
+    """
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for e in edges:
+        if e.target in graph:
+            graph[e.source].add(e.target)
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        return seen
+
+    hazards = []
+    for package, (_, is_package) in sorted(modules.items()):
+        if not is_package or "." not in package:
+            continue  # the top-level package contains everything
+        inside = {m for m in modules if m.startswith(package + ".")}
+        for outside in sorted(m for m in reach(package) if m != package and m not in inside):
+            back = sorted(reach(outside) & inside)
+            if back:
+                hazards.append((package, outside, back[0]))
+    return hazards
+
+
+@pytest.mark.parametrize(("name", "src"), SOURCES, ids=[name for name, _ in SOURCES])
+def test_package_facades_do_not_reach_back_into_themselves(name: str, src: Path) -> None:
+    modules, edges, _ = _edges_of(name, src)
+    hazards = facade_hazards(modules, edges)
+    assert not hazards, "\n".join(
+        f"{package}/__init__.py reaches {outside}, which imports {inside}"
+        for package, outside, inside in hazards
+    )
+
+
 def test_the_checker_sees_function_local_imports_and_cycles(tmp_path: Path) -> None:
     pkg = tmp_path / "src" / "toy"
     pkg.mkdir(parents=True)
@@ -268,6 +314,18 @@ def test_the_checker_sees_function_local_imports_and_cycles(tmp_path: Path) -> N
     assert pairs == {("toy.low", "toy.high"), ("toy.high", "toy.low")}
     assert [(e.source, e.target) for e in dynamic] == [("toy.other", "toy.high")]
     assert cycles(set(modules), edges) == [["toy.high", "toy.low"]]
+    sub = pkg / "sub"
+    sub.mkdir()
+    (sub / "__init__.py").write_text("from toy import other\n")
+    (sub / "leaf.py").write_text("")
+    (pkg / "other.py").write_text("from toy.sub import leaf\n")
+    modules = package_modules(tmp_path / "src")
+    ROOT = tmp_path
+    try:
+        edges, _ = import_edges(modules, {"toy"})
+    finally:
+        ROOT = saved
+    assert facade_hazards(modules, edges) == [("toy.sub", "toy.other", "toy.sub.leaf")]
     layers = [("bottom", ["toy.low"]), ("top", ["toy", "=toy.high"])]
     assert layer_of("toy.high", layers) == 1
     assert layer_of("toy.low", layers) == 0

@@ -28,7 +28,7 @@ from opgraph.tensor.elemwise import DimShuffle
 from opgraph.tensor.reduction import Argmax, MaxAndArgmax
 from opgraph.tensor.shape import MakeVector, Reshape, Shape_i
 from opgraph.tensor.structure import AllocEmpty
-from opgraph.tensor.subtensor_inc import IncSubtensor
+from opgraph.tensor.subtensor_basic import IncSubtensor
 from opgraph.testing import assert_allclose
 from opgraph_c import _structure
 from opgraph_c.registry import get_registry

@@ -498,18 +498,6 @@ def test_listing_does_not_count_as_reading_immutable_flags():
     assert cfg.device == "cuda"
 
 
-def test_config_hash_stable_and_tracks_in_c_key_flags_only():
-    a, b = core_config(), core_config()
-    assert a.get_config_hash() == b.get_config_hash()
-    assert len(a.get_config_hash()) == 64
-    base = a.get_config_hash()
-    with a.change_flags(profile=True, optimizer="merge"):  # in_c_key=False
-        assert a.get_config_hash() == base
-    with a.change_flags(floatX="float32"):
-        assert a.get_config_hash() != base
-    assert a.get_config_hash() == base
-
-
 # ----------------------------------------------------------------- real process
 
 

@@ -15,7 +15,8 @@ from opgraph.gradient import Rop, grad, verify_grad
 from opgraph.graph.basic import Apply
 from opgraph.graph.op import Op, OutputStorage
 from opgraph.ifelse import IfElse, ifelse
-from opgraph.link.vm import Stack, VMLinker
+from opgraph.link.basic import VMLinker
+from opgraph.link.vm import Stack
 from opgraph.printing import debugprint
 from opgraph.tensor.math import exp, lt
 from opgraph.testing.checks import ALL_MODES, check_infer_shape

@@ -1,7 +1,7 @@
 """The ``c`` linker: backend-c's kernels where it has them, ``perform`` elsewhere, run by
 the precompiled VM.
 
-:class:`CLinker` is core's :class:`~opgraph.link.vm.VMLinker` given backend-c's registry.
+:class:`CLinker` is core's :class:`~opgraph.link.basic.VMLinker` given backend-c's registry.
 Before making thunks it compiles every missing kernel of the graph in one batch (progress
 lines when several build, compiler runs in parallel), then runs the thunks with
 :class:`CVM`: :class:`opgraph_c._vm.CLoop`, or :class:`opgraph_c._vm.CStack` for graphs
@@ -16,8 +16,8 @@ from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Thunk
-from opgraph.link.basic import gc_plan
-from opgraph.link.vm import VM, VMLinker
+from opgraph.link.basic import VMLinker
+from opgraph.link.vm import VM, gc_plan
 from opgraph.tensor.type import TensorType
 from opgraph_c.registry import compiler_available, get_registry, module_spec
 from opgraph_c.spec import CModule

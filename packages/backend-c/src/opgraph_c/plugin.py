@@ -58,7 +58,7 @@ def declare_flags(config: Any) -> None:
     ]
     for name, doc, param in flags:
         if name not in config:
-            config.add(name, doc, param, in_c_key=False)
+            config.add(name, doc, param)
 
 
 @hookimpl

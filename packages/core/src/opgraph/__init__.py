@@ -29,16 +29,15 @@ from opgraph.graph.clone import clone, clone_replace
 from opgraph.graph.fg import FunctionGraph
 from opgraph.graph.op import Op
 from opgraph.graph.type import Type
+from opgraph.plugins import add_builtin_plugin, load_plugins
+from opgraph.plugins.namespaces import module_getattr
 from opgraph.printing import pp, pprint
 
 
 def __getattr__(name: str) -> Any:
     """Resolve plugin-owned namespaces (``opgraph.sparse``, ``opgraph.gpuarray``) lazily."""
-    from opgraph.plugins.namespaces import module_getattr
-
     return module_getattr(name)
 
 
-from opgraph.plugins import load_plugins as _load_plugins
-
-_load_plugins()
+add_builtin_plugin("opgraph.compile.builtin")
+load_plugins()

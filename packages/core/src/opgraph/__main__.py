@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from opgraph.configdefaults import config as default_config
 from opgraph.plugins.manager import (
     RESERVED_COMMANDS,
     OpgraphPluginManager,
@@ -24,6 +25,8 @@ from opgraph.plugins.manager import (
     conflict_error,
     get_plugin_manager,
 )
+from opgraph.rewriting.db import RewriteDatabase
+from opgraph.rewriting.optdb import get_optdb
 
 __all__ = ["build_parser", "format_report", "main"]
 
@@ -94,9 +97,6 @@ def _format_plugin(p: dict[str, Any]) -> list[str]:
 
 def _rewrites_by_plugin() -> dict[str, list[str]]:
     """``{plugin name: ['stage/rewrite', ...]}`` from the installed rewrite database."""
-    from opgraph.rewriting.db import RewriteDatabase
-    from opgraph.rewriting.optdb import get_optdb
-
     found: dict[str, list[str]] = {}
     for path, entry in get_optdb().walk():
         if entry.plugin and not isinstance(entry.rewriter, RewriteDatabase):
@@ -121,9 +121,7 @@ def _run_plugins(args: argparse.Namespace) -> int:
 
 def _run_config(args: argparse.Namespace) -> int:
     pm = get_plugin_manager()
-    config = pm.config
-    if config is None:
-        from opgraph.configdefaults import config
+    config = pm.config if pm.config is not None else default_config
     describe = getattr(config, "describe", None)
     print(describe() if callable(describe) else str(config))
     return 0

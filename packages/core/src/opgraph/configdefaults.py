@@ -21,6 +21,7 @@ from opgraph.configparser import (
     IntParam,
     PathParam,
     StrParam,
+    set_global_config,
 )
 
 __all__ = ["THEANO_MODES", "add_core_flags", "change_flags", "config"]
@@ -99,7 +100,6 @@ def add_core_flags(config: Config) -> None:
             str.isidentifier,
             valid_desc="Expected a mode name such as " + ", ".join(THEANO_MODES) + ".",
         ),
-        in_c_key=False,
     )
     add(
         "linker",
@@ -110,44 +110,37 @@ def add_core_flags(config: Config) -> None:
             _is_linker_name,
             valid_desc="Expected a linker name such as auto, py, c, cvm.",
         ),
-        in_c_key=False,
     )
     add(
         "optimizer",
         "Default set of graph rewrites: 'None' applies none, 'merge' only merges.",
         EnumStr("fast_run", ["merge", "fast_compile", "None", "unsafe", "stabilize"]),
-        in_c_key=False,
     )
     for verb in ("including", "excluding", "requiring"):
         add(
             f"optimizer_{verb}",
             f"Colon-separated rewrite tags or names the default mode's query is {verb}.",
             StrParam(""),
-            in_c_key=False,
         )
     add(
         "on_opt_error",
         "What to do when a rewrite raises: warn and skip it, raise, drop into pdb, or ignore.",
         EnumStr("warn", ["raise", "pdb", "ignore"]),
-        in_c_key=False,
     )
     add(
         "optimizer_verbose",
         "Print each replacement a rewrite makes (which rewrite, what it replaced).",
         BoolParam(False),
-        in_c_key=False,
     )
     add(
         "optdb__max_use_ratio",
         "An equilibrium rewriter stops after max_use_ratio * number-of-nodes applications.",
         FloatParam(8.0),
-        in_c_key=False,
     )
     add(
         "compiledir",
         "Directory of the compile cache. Default: $OPGRAPH_CACHE_DIR, else the user cache dir.",
         PathParam(_default_compiledir),
-        in_c_key=False,
     )
 
     # -- running functions
@@ -156,26 +149,22 @@ def add_core_flags(config: Config) -> None:
         "Free intermediate results as soon as their last client ran (less memory, "
         "slightly slower).",
         BoolParam(True),
-        in_c_key=False,
     )
     add(
         "on_unused_input",
         "What function() does with an input that the outputs do not depend on.",
         EnumStr("raise", ["warn", "ignore"]),
-        in_c_key=False,
     )
     add(
         "warn_float64",
         "What to do when a float64 variable is created (to catch accidental upcasts).",
         EnumStr("ignore", ["warn", "raise", "pdb"]),
-        in_c_key=False,
     )
     add(
         "compute_test_value",
         "Compute test values (var.tag.test_value) while building the graph, to find "
         "shape errors at the line that causes them.",
         EnumStr("off", ["ignore", "warn", "raise", "pdb"]),
-        in_c_key=False,
     )
 
     # -- profiling and error reports
@@ -183,43 +172,36 @@ def add_core_flags(config: Config) -> None:
         "profile",
         "Profile every compiled function (time per Op).",
         BoolParam(False),
-        in_c_key=False,
     )
     add(
         "profile_optimizer",
         "Also profile the rewrites run while compiling.",
         BoolParam(False),
-        in_c_key=False,
     )
     add(
         "print_global_stats",
         "Print a summary of compile and run times at exit.",
         BoolParam(False),
-        in_c_key=False,
     )
     add(
         "exception_verbosity",
         "'high' adds a debugprint of the failing node's inputs to runtime errors.",
         EnumStr("low", ["high"]),
-        in_c_key=False,
     )
     add(
         "traceback__limit",
         "Stack frames kept where each node is created (-1 keeps all).",
         IntParam(8),
-        in_c_key=False,
     )
     add(
         "traceback__compile_limit",
         "Stack frames kept for nodes created during compilation (0 keeps none).",
         IntParam(0),
-        in_c_key=False,
     )
     add(
         "unittests__rseed",
         "Seed of the test suite's random generators: an integer, or 'random'.",
         StrParam("666", _is_rseed, valid_desc="Expected an integer or 'random'."),
-        in_c_key=False,
     )
 
     # -- DebugMode and NanGuardMode
@@ -232,7 +214,6 @@ def add_core_flags(config: Config) -> None:
             f"DebugMode__{check}",
             f"DebugMode checks {what}.",
             BoolParam(True),
-            in_c_key=False,
         )
     for kind, default, what in (
         ("nan", True, "a NaN"),
@@ -243,7 +224,6 @@ def add_core_flags(config: Config) -> None:
             f"NanGuardMode__{kind}_is_error",
             f"NanGuardMode raises when a node outputs {what}.",
             BoolParam(default),
-            in_c_key=False,
         )
 
 
@@ -254,3 +234,4 @@ def change_flags(*args: Mapping[str, Any], **kwargs: Any) -> ChangeFlags:
 
 config = Config.from_environment()
 add_core_flags(config)
+set_global_config(config)

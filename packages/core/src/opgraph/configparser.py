@@ -81,7 +81,6 @@ class ConfigParam:
         self.validator = validator
         self._valid_desc = valid_desc
         self.name = "<undeclared>"
-        self.in_c_key = True
 
     def valid_desc(self) -> str:
         """One sentence saying which values this flag accepts."""
@@ -357,15 +356,13 @@ class Config:
         name: str,
         doc: str = "",
         param: ConfigParam | None = None,
-        in_c_key: bool = True,
         *,
         default: Any = _MISSING,
     ) -> None:
         """Declare flag ``name`` checked by ``param`` (or one inferred from ``default``).
 
-        ``in_c_key`` says whether the value enters :meth:`get_config_hash` (i.e.
-        changes generated code). A value from OPGRAPH_FLAGS or the rc file is
-        parsed now, so a bad one raises ValueError naming its source.
+        A value from OPGRAPH_FLAGS or the rc file is parsed now, so a bad one raises
+        ValueError naming its source.
         """
         name = _normalize_name(name)
         if not name.isidentifier() or name.startswith("_"):
@@ -378,7 +375,6 @@ class Config:
             raise ValueError(f"opgraph flag name {name!r} clashes with a Config method")
         param = _param_for(name, param, default)
         param.name = name
-        param.in_c_key = in_c_key
         if doc:
             param.doc = doc
         if not callable(param.default):
@@ -517,13 +513,6 @@ class Config:
     def __repr__(self) -> str:
         return f"<opgraph Config with {len(self._params)} flags>"
 
-    def get_config_hash(self) -> str:
-        """A stable hex digest of the ``in_c_key`` flags, for keying compiled code."""
-        import hashlib
-
-        items = [f"{n}={self._get(n)!r}" for n in sorted(self._params) if self._params[n].in_c_key]
-        return hashlib.sha256("\n".join(items).encode()).hexdigest()
-
     def check_unknown_flags(self) -> None:
         """Raise ValueError for names in OPGRAPH_FLAGS or the rc file that no one declared.
 
@@ -640,8 +629,18 @@ def _filter_from(param: ConfigParam, raw: str, source: str) -> Any:
         ) from None
 
 
+#: The process-wide Config, registered by ``opgraph.configdefaults`` (a module above this one)
+#: when it builds it: what :func:`change_flags` changes.
+_GLOBAL_CONFIG: list[Config] = []
+
+
+def set_global_config(config: Config) -> None:
+    """Make ``config`` the one :func:`change_flags` changes (``configdefaults`` calls this)."""
+    _GLOBAL_CONFIG[:] = [config]
+
+
 def change_flags(*args: Mapping[str, Any], **kwargs: Any) -> ChangeFlags:
     """Change flags of the global ``opgraph.config`` (Theano's ``configparser.change_flags``)."""
-    from opgraph.configdefaults import config
-
-    return config.change_flags(*args, **kwargs)
+    if not _GLOBAL_CONFIG:
+        raise RuntimeError("no global config yet: import opgraph.configdefaults first")
+    return _GLOBAL_CONFIG[0].change_flags(*args, **kwargs)

@@ -17,8 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op, OutputStorage, Thunk
+from opgraph.tensor.basic import as_tensor_variable, patternbroadcast
+from opgraph.tensor.math import cast, zeros_like
+from opgraph.tensor.math import sum as tsum
 
 __all__ = ["IfElse", "ifelse"]
 
@@ -68,8 +73,6 @@ class IfElse(Op):
         return "if{" + ",".join(args) + "}"
 
     def make_node(self, condition: Any, *branches: Any) -> Apply:
-        from opgraph.tensor.basic import as_tensor_variable
-
         if len(branches) != 2 * self.n_outs:
             raise TypeError(
                 f"{self} takes a condition and {2 * self.n_outs} branch values "
@@ -153,10 +156,6 @@ class IfElse(Op):
 
         The condition is treated as piecewise constant: its gradient is zero.
         """
-        from opgraph.configdefaults import config
-        from opgraph.gradient import DisconnectedType
-        from opgraph.tensor.math import cast, zeros_like
-
         cond, values = inputs[0], list(inputs[1:])
         thens, elses = values[: self.n_outs], values[self.n_outs :]
         then_grads: list[Variable] = []
@@ -174,8 +173,6 @@ class IfElse(Op):
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
         """The tangent of the taken branch: ``ifelse(c, dthen_k, delse_k)``."""
-        from opgraph.tensor.math import zeros_like
-
         values = list(inputs[1:])
         evs = list(eval_points[1:])
         result: list[Any] = []
@@ -232,9 +229,6 @@ def _suffix(name: str | None, suffix: str) -> str | None:
 
 def _ifelse_dims(condition: Variable, pairs: list[tuple[Any, Any]], name: str | None) -> list[Any]:
     """One ``IfElse`` choosing between int64 scalar dimensions, lazily like the node itself."""
-    from opgraph.tensor.basic import as_tensor_variable
-    from opgraph.tensor.math import cast
-
     thens = [cast(as_tensor_variable(a), "int64") for a, _ in pairs]
     elses = [cast(as_tensor_variable(b), "int64") for _, b in pairs]
     op = IfElse(len(pairs), name=_suffix(name, "_shape") if name else "shape")
@@ -243,10 +237,6 @@ def _ifelse_dims(condition: Variable, pairs: list[tuple[Any, Any]], name: str | 
 
 def _fit_grad(g: Variable, like: Variable) -> Variable:
     """Give gradient ``g`` exactly the type of ``like`` (dtype and broadcastable pattern)."""
-    from opgraph.tensor.basic import as_tensor_variable, patternbroadcast
-    from opgraph.tensor.math import cast
-    from opgraph.tensor.math import sum as tsum
-
     g = as_tensor_variable(g)
     if g.type.ndim != like.type.ndim:
         raise ValueError(
@@ -299,8 +289,6 @@ def ifelse(
     ValueError
         If the branches have different numbers of values.
     """
-    from opgraph.tensor.basic import as_tensor_variable
-
     kind = type(then_branch) if isinstance(then_branch, list | tuple) else None
     thens = list(then_branch) if isinstance(then_branch, list | tuple) else [then_branch]
     elses = list(else_branch) if isinstance(else_branch, list | tuple) else [else_branch]

@@ -18,8 +18,8 @@ from opgraph.compile.debugmode import (
     DebugModeError,
     InvalidValueError,
 )
+from opgraph.link.basic import VMLinker
 from opgraph.link.dispatch import KernelRegistry
-from opgraph.link.vm import VMLinker
 
 
 def test_a_correct_graph_passes() -> None:

@@ -12,8 +12,8 @@ import opgraph.tensor as T
 from opgraph.compile import function
 from opgraph.compile.mode import Mode
 from opgraph.graph.op import Op
+from opgraph.link.basic import VMLinker
 from opgraph.link.dispatch import KernelFallbackWarning, KernelRegistry
-from opgraph.link.vm import VMLinker
 from opgraph.plugins import PluginError
 
 

@@ -12,8 +12,7 @@ from opgraph.compile.debugmode import DebugMode
 from opgraph.compile.mode import Mode, get_mode, resolve_linker
 from opgraph.compile.nanguardmode import NanGuardMode
 from opgraph.configdefaults import config
-from opgraph.link.basic import PerformLinker
-from opgraph.link.vm import VMLinker
+from opgraph.link.basic import PerformLinker, VMLinker
 from opgraph.rewriting import RewriteDatabaseQuery
 
 

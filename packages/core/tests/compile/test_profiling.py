@@ -13,8 +13,8 @@ import opgraph.tensor as T
 from opgraph.compile import function
 from opgraph.compile.mode import Mode
 from opgraph.compile.profiling import ProfileStats
+from opgraph.link.basic import VMLinker
 from opgraph.link.dispatch import KernelFallbackWarning, KernelRegistry
-from opgraph.link.vm import VMLinker
 
 
 def _summary(stats: ProfileStats) -> str:

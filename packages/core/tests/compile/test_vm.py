@@ -10,8 +10,8 @@ import opgraph.tensor as T
 from opgraph.compile import function
 from opgraph.compile.mode import Mode
 from opgraph.graph.fg import FunctionGraph
-from opgraph.link.basic import PerformLinker, gc_plan
-from opgraph.link.vm import Loop, Stack, VMLinker
+from opgraph.link.basic import PerformLinker, VMLinker
+from opgraph.link.vm import Loop, Stack, gc_plan
 
 
 def _intermediates(f):  # type: ignore[no-untyped-def]

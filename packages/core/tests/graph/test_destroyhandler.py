@@ -9,11 +9,15 @@ from toy import add, float64_matrix, mul, neg
 
 import opgraph.tensor as T
 from opgraph.graph.basic import Apply
-from opgraph.graph.destroyhandler import DestroyHandler, Supervisor, protected_inputs
+from opgraph.graph.destroyhandler import (
+    DestroyHandler,
+    Supervisor,
+    attach_destroy_handler,
+    protected_inputs,
+)
 from opgraph.graph.features import AlreadyThere, InconsistencyError
 from opgraph.graph.fg import FunctionGraph
 from opgraph.graph.op import Op
-from opgraph.rewriting.basic import _attach_destroy_handler
 from opgraph.tensor.math import add_inplace, mul_inplace
 
 
@@ -73,7 +77,7 @@ def test_attach_adds_methods_once_and_detach_removes_them():
     assert fg.destroy_handler is dh
     fg.attach_feature(DestroyHandler())  # AlreadyThere: skipped
     assert [f for f in fg.features if isinstance(f, DestroyHandler)] == [dh]
-    _attach_destroy_handler(fg)
+    attach_destroy_handler(fg)
     assert fg.destroy_handler is dh
     with pytest.raises(AlreadyThere):
         DestroyHandler().on_attach(fg)

@@ -24,7 +24,7 @@ import opgraph
 import opgraph.graph.fg as fg_module
 import opgraph.scalar.basic as ps
 import opgraph.tensor as T
-from opgraph.compile.pfunc import _full_collections_deferred
+from opgraph.compile.function_module import _full_collections_deferred
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.fg import FunctionGraph, _remove_client
 from opgraph.graph.traversal import general_toposort, io_toposort

@@ -393,10 +393,8 @@ def test_get_optdb_installs_plugins_once(monkeypatch: pytest.MonkeyPatch) -> Non
             optdb["canonicalize"].register("local_fake", Named("local_fake"), "fast_run")
             optdb.current_plugin = None
 
-    import opgraph.plugins as plugins
-
     monkeypatch.setattr(optdb_module, "_optdb", None)
-    monkeypatch.setattr(plugins, "get_plugin_manager", lambda: FakeManager())
+    monkeypatch.setattr(optdb_module, "get_plugin_manager", lambda: FakeManager())
     first = optdb_module.get_optdb()
     assert optdb_module.get_optdb() is first
     assert calls == [first]
@@ -404,14 +402,13 @@ def test_get_optdb_installs_plugins_once(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_get_optdb_survives_a_broken_plugin_manager(monkeypatch: pytest.MonkeyPatch) -> None:
-    import opgraph.plugins as plugins
     import opgraph.rewriting.optdb as optdb_module
 
     def broken() -> Any:
         raise RuntimeError("manager exploded")
 
     monkeypatch.setattr(optdb_module, "_optdb", None)
-    monkeypatch.setattr(plugins, "get_plugin_manager", broken)
+    monkeypatch.setattr(optdb_module, "get_plugin_manager", broken)
     with pytest.warns(RuntimeWarning, match="manager exploded"):
         optdb = optdb_module.get_optdb()
     assert list(optdb) == list(STAGES)

@@ -13,13 +13,11 @@ import opgraph.tensor as T
 from opgraph.compile.mode import get_mode
 from opgraph.gradient import NullTypeGradError, grad
 from opgraph.tensor import random as raw
-from opgraph.tensor.random_ops import (
-    RandomFunction,
+from opgraph.tensor.random_ops import RandomFunction, random_generator_type, random_state_type
+from opgraph.tensor.sharedvar import (
     RandomGeneratorSharedVariable,
     RandomStateSharedVariable,
-    random_generator_type,
     random_shared_constructor,
-    random_state_type,
 )
 from opgraph.testing.checks import ALL_MODES
 

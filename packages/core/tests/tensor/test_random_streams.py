@@ -10,8 +10,9 @@ import pytest
 import opgraph
 import opgraph.tensor as T
 from opgraph.compile.mode import get_mode
-from opgraph.tensor.random_ops import RandomFunction, RandomStateSharedVariable
+from opgraph.tensor.random_ops import RandomFunction
 from opgraph.tensor.shared_randomstreams import RandomStreams
+from opgraph.tensor.sharedvar import RandomStateSharedVariable
 from opgraph.testing.checks import ALL_MODES
 
 LINKERS = ["py", "vm"]

@@ -39,7 +39,7 @@ from opgraph.rewriting import GraphRewriter, NodeRewriter, RewriteSet, apply_rep
 from opgraph.rewriting.basic import node_rewriter
 from opgraph.tensor.elemwise import Elemwise
 from opgraph.tensor.subtensor_advanced import AdvancedIncSubtensor1, BaseAdvancedIncSubtensor
-from opgraph.tensor.subtensor_inc import IncSubtensor
+from opgraph.tensor.subtensor_basic import IncSubtensor
 from opgraph_optimizers.registry import rewrites
 
 __all__ = [

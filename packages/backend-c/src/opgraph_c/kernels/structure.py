@@ -33,14 +33,13 @@ import numpy as np
 from opgraph.compile.ops import DeepCopyOp, ViewOp
 from opgraph.graph.basic import Apply, Constant
 from opgraph.scalar.type import ScalarType
-from opgraph.tensor.basic import Rebroadcast
+from opgraph.tensor.basic import Rebroadcast, ScalarFromTensor, TensorFromScalar
 from opgraph.tensor.elemwise import DimShuffle
-from opgraph.tensor.math import ScalarFromTensor, TensorFromScalar
 from opgraph.tensor.reduction import Argmax, MaxAndArgmax
 from opgraph.tensor.shape import MakeVector, Reshape, Shape, Shape_i, SpecifyShape
 from opgraph.tensor.structure import Alloc, AllocEmpty
 from opgraph.tensor.subtensor import Subtensor
-from opgraph.tensor.subtensor_inc import IncSubtensor
+from opgraph.tensor.subtensor_basic import IncSubtensor
 from opgraph.tensor.type import TensorType
 from opgraph_c.spec import PERFORM, Precompiled
 

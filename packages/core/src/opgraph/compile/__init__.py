@@ -6,6 +6,7 @@ The names Theano code imports from ``theano.compile`` live here: ``function``, `
 """
 
 from opgraph.compile import ops
+from opgraph.compile.debugmode import DebugMode
 from opgraph.compile.function import (
     Function,
     FunctionMaker,
@@ -24,6 +25,7 @@ from opgraph.compile.mode import (
     get_mode,
     register_mode,
 )
+from opgraph.compile.nanguardmode import NanGuardMode
 from opgraph.compile.ops import DeepCopyOp, ViewOp, as_op, deep_copy_op, view_op
 from opgraph.compile.pfunc import pfunc, rebuild_collect_shared
 from opgraph.compile.profiling import ProfileStats
@@ -61,16 +63,3 @@ __all__ = [
     "shared",
     "view_op",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # DebugMode and NanGuardMode load on first use (keeps `import opgraph` light).
-    if name == "DebugMode":
-        from opgraph.compile.debugmode import DebugMode
-
-        return DebugMode
-    if name == "NanGuardMode":
-        from opgraph.compile.nanguardmode import NanGuardMode
-
-        return NanGuardMode
-    raise AttributeError(f"module 'opgraph.compile' has no attribute {name!r}")

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.compile.mode import Mode, resolve_linker
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.features import Feature
 from opgraph.graph.op import Thunk
@@ -397,8 +398,6 @@ class DebugMode(Mode):
     ) -> None:
         super().__init__(linker=linker, optimizer=optimizer)
         if check_isfinite is None:
-            from opgraph.configdefaults import config
-
             check_isfinite = bool(config.DebugMode__check_finite)
         self.check_isfinite = check_isfinite
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from opgraph.graph.basic import Constant, Variable
+from opgraph.link.basic import Container
 
 __all__ = ["In", "Out", "SymbolicInput", "SymbolicOutput"]
 
@@ -125,8 +126,6 @@ class In(SymbolicInput):
                 "incompatible since mutable=True implies that the input may be both aliased "
                 "(borrow=True) and overwritten.\nHINT: leave borrow unset, or pass borrow=True."
             )
-        from opgraph.link.basic import Container
-
         if implicit is None:
             implicit = isinstance(value, Container)
         super().__init__(

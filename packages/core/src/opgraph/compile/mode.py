@@ -14,7 +14,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from opgraph.configdefaults import config
 from opgraph.link.basic import Linker
+from opgraph.plugins import get_plugin_manager
+from opgraph.rewriting import PREDEFINED_OPTIMIZERS, RewriteDatabaseQuery, get_optdb
 
 __all__ = [
     "FAST_COMPILE",
@@ -38,12 +41,6 @@ _LINKER_PACKAGES = {
 }
 
 
-def _config() -> Any:
-    from opgraph.configdefaults import config
-
-    return config
-
-
 def resolve_linker(spec: str | Linker | None) -> Linker:
     """A fresh Linker for a name (``None`` means ``config.linker``), or ``spec`` itself.
 
@@ -54,10 +51,8 @@ def resolve_linker(spec: str | Linker | None) -> Linker:
         return spec
     if spec is not None and not isinstance(spec, str):
         raise TypeError(f"a linker must be a name or a Linker instance, got {spec!r}")
-    from opgraph.plugins import get_plugin_manager
-
     pm = get_plugin_manager()
-    name = spec or _config().linker
+    name = spec or config.linker
     if name == "auto":
         name = pm.best_linker()
     factories = pm.linkers()
@@ -91,10 +86,8 @@ def resolve_optimizer(spec: Any) -> Any:
     ``fast_compile``, ``merge``, ``None``, ``stabilize``, ``unsafe``); a query or any
     object with a ``rewrite(fgraph)`` method is used as is.
     """
-    from opgraph.rewriting import PREDEFINED_OPTIMIZERS, RewriteDatabaseQuery
-
     if isinstance(spec, str) and spec == "default":
-        spec = _config().optimizer
+        spec = config.optimizer
     if isinstance(spec, RewriteDatabaseQuery):
         return spec
     if spec is None or isinstance(spec, str):
@@ -158,8 +151,6 @@ class Mode:
     def get_rewriter(self) -> Any:
         """The graph rewriter to run on a FunctionGraph (``rewriter.rewrite(fgraph)``), or
         None when the query selects nothing."""
-        from opgraph.rewriting import RewriteDatabaseQuery, get_optdb
-
         opt = self.optimizer
         if isinstance(opt, RewriteDatabaseQuery):
             if not opt.include and not opt.extra_rewrites:
@@ -173,8 +164,6 @@ class Mode:
     # --- derived modes
 
     def _with_query(self, method: str, tags: tuple[str, ...]) -> Mode:
-        from opgraph.rewriting import RewriteDatabaseQuery
-
         opt = self.optimizer
         if not isinstance(opt, RewriteDatabaseQuery):
             raise TypeError(
@@ -256,8 +245,6 @@ def _named_mode(name: str) -> Mode:
         return _registered[name]
     if name == "Mode":
         return Mode()
-    from opgraph.plugins import get_plugin_manager
-
     modes = get_plugin_manager().modes()
     factory = modes.get(name)
     if factory is None:
@@ -284,7 +271,6 @@ def get_mode(mode: Mode | str | None = None) -> Mode:
     if isinstance(mode, Mode):
         return mode
     if mode is None:
-        config = _config()
         result = _named_mode(config.mode)
         for method in ("excluding", "including", "requiring"):
             tags = [t for t in getattr(config, f"optimizer_{method}").split(":") if t]

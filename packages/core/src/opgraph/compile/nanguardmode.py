@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from opgraph.compile.mode import Mode, resolve_linker
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply
-from opgraph.link.basic import Linker
-from opgraph.link.vm import VMLinker
+from opgraph.link.basic import Linker, VMLinker
 
 __all__ = ["NanGuardError", "NanGuardMode"]
 
@@ -84,8 +84,6 @@ class NanGuardMode(Mode):
         linker: Any = None,
     ) -> None:
         super().__init__(linker=linker, optimizer=optimizer)
-        from opgraph.configdefaults import config
-
         self.guard = NanGuard(
             config.NanGuardMode__nan_is_error if nan_is_error is None else nan_is_error,
             config.NanGuardMode__inf_is_error if inf_is_error is None else inf_is_error,

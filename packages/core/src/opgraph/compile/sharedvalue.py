@@ -9,11 +9,13 @@ constructors are asked last.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from opgraph.graph.basic import Variable
 from opgraph.graph.type import Type, generic
 from opgraph.link.basic import Container
+from opgraph.plugins import get_plugin_manager
 
 __all__ = [
     "SharedVariable",
@@ -213,8 +215,6 @@ def shared(
             f"shared() takes a value, not the symbolic variable {value}.\n"
             "HINT: to give a variable a value at each call, make it a function input."
         )
-    from opgraph.plugins import get_plugin_manager
-
     pm = get_plugin_manager()
     if kwargs:
         # The hook has a fixed signature; keyword extras go to core's constructors.
@@ -238,6 +238,26 @@ def shared(
     return var
 
 
+#: Core's shared-variable constructors for the values of its libraries (tensors, random
+#: states) as (constructor, takes extra keyword arguments), tried in order by
+#: :func:`core_shared_constructor`. The modules that define them live above this one; the
+#: built-in plugin (:mod:`opgraph.compile.builtin`) adds them.
+_CORE_CONSTRUCTORS: list[tuple[Callable[..., SharedVariable | None], bool]] = []
+
+
+def add_core_shared_constructor(
+    constructor: Callable[..., SharedVariable | None], *, options: bool = False
+) -> None:
+    """Add ``constructor(value, name, strict, allow_downcast, borrow)`` to core's.
+
+    It returns a SharedVariable for the values it handles and None for the others. With
+    ``options=True`` it also takes the extra keyword arguments of :func:`shared`
+    (``broadcastable=...``); the others are skipped when such arguments are given.
+    """
+    if all(c is not constructor for c, _ in _CORE_CONSTRUCTORS):
+        _CORE_CONSTRUCTORS.append((constructor, options))
+
+
 def core_shared_constructor(
     value: Any,
     name: str | None = None,
@@ -246,24 +266,14 @@ def core_shared_constructor(
     borrow: bool = False,
     **kwargs: Any,
 ) -> SharedVariable | None:
-    """Core's constructors, in order: the tensor library's, then (without extra keyword
-    arguments) :func:`generic_shared_constructor`. Returns None if neither accepts."""
-    try:
-        from opgraph.tensor.sharedvar import tensor_shared_constructor
-    except ImportError as exc:
-        if not (exc.name or "").startswith("opgraph.tensor"):
-            raise
-    else:
-        var = tensor_shared_constructor(
-            value, name=name, strict=strict, allow_downcast=allow_downcast, borrow=borrow, **kwargs
-        )
+    """Core's constructors in the order they were added, then (without extra keyword
+    arguments) :func:`generic_shared_constructor`. Returns None if none accepts."""
+    for constructor, options in _CORE_CONSTRUCTORS:
+        if kwargs and not options:
+            continue
+        var = constructor(value, name, strict, allow_downcast, borrow, **kwargs)
         if var is not None:
             return var
     if kwargs:
         return None
-    from opgraph.tensor.random_ops import random_shared_constructor
-
-    var = random_shared_constructor(value, name, strict, allow_downcast, borrow)
-    if var is not None:
-        return var
     return generic_shared_constructor(value, name, strict, allow_downcast, borrow)

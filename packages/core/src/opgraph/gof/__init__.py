@@ -10,4 +10,4 @@ from opgraph.graph.utils import MethodNotDefined
 
 toolbox = __import__("opgraph.graph.features", fromlist=["features"])
 from opgraph.link.basic import Container, PerformLinker
-from opgraph.link.vm import VMLinker as VM_Linker
+from opgraph.link.basic import VMLinker as VM_Linker

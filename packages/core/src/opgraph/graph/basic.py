@@ -7,12 +7,13 @@ A graph is bipartite and acyclic: a Variable points to the Apply that produced i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from opgraph.graph.utils import Scratchpad, add_tag_trace
+from opgraph.plugins import get_plugin_manager
 
 if TYPE_CHECKING:
     from opgraph.graph.op import Op
@@ -53,7 +54,7 @@ class Variable(Node):
         index: int | None = None,
         name: str | None = None,
     ) -> None:
-        if not isinstance(type, _type_class()):
+        if not callable(getattr(type, "filter", None)):
             raise TypeError(f"Variable needs a Type instance as its type, got {type!r}")
         if owner is not None and not isinstance(owner, Apply):
             raise TypeError(f"Variable.owner must be an Apply node or None, got {owner!r}")
@@ -101,14 +102,17 @@ class Variable(Node):
 
         ``inputs_to_values`` maps input Variables to values, as in Theano's ``Variable.eval``.
         """
-        from opgraph.compile.function import function
-
+        if not _COMPILERS:
+            raise RuntimeError(
+                "Variable.eval compiles a function, and no compiler is installed. "
+                "HINT: import opgraph (its compile layer installs one)."
+            )
         inputs_to_values = dict(inputs_to_values or {})
         inputs = tuple(sorted(inputs_to_values, key=id))
         cache = self.__dict__.setdefault("_fn_cache", {})
         fn = cache.get(inputs)
         if fn is None:
-            fn = cache[inputs] = function(list(inputs), self)
+            fn = cache[inputs] = _COMPILERS[-1](list(inputs), self)
         return fn(*(inputs_to_values[v] for v in inputs))
 
     def __getstate__(self) -> dict[str, Any]:
@@ -295,7 +299,7 @@ class Apply(Node):
     """
 
     def __init__(self, op: Op, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
-        if not isinstance(op, _op_class()):
+        if not callable(getattr(op, "make_node", None)):
             raise TypeError(f"Apply needs an Op instance as its op, got {op!r}")
         # (list and tuple first: the ABC check is slow, and Apply is built very often)
         for what, seq in (("inputs", inputs), ("outputs", outputs)):
@@ -412,26 +416,32 @@ class Apply(Node):
         return node
 
 
-_OP_CLASS: list[type] = []
-_TYPE_CLASS: list[type] = []
+#: The ``function`` that ``Variable.eval`` compiles with: installed by ``opgraph.compile``,
+#: a layer above this one (see :func:`set_eval_compiler`).
+_COMPILERS: list[Callable[..., Any]] = []
+#: Converters of last resort for :func:`as_variable`, newest first: the tensor library
+#: installs ``as_tensor_variable`` (see :func:`add_variable_converter`).
+_CONVERTERS: list[Callable[..., Variable]] = []
 
 
-def _type_class() -> type:
-    """``opgraph.graph.type.Type`` (imported on first use: that module imports this one)."""
-    if not _TYPE_CLASS:
-        from opgraph.graph.type import Type
+def set_eval_compiler(compile_function: Callable[..., Any]) -> None:
+    """Install ``compile_function(inputs, outputs)`` as what ``Variable.eval`` compiles with.
 
-        _TYPE_CLASS.append(Type)
-    return _TYPE_CLASS[0]
+    The compile layer calls this when it is imported; the graph layer never imports it.
+    """
+    _COMPILERS[:] = [compile_function]
 
 
-def _op_class() -> type:
-    """``opgraph.graph.op.Op`` (imported on first use: that module imports this one)."""
-    if not _OP_CLASS:
-        from opgraph.graph.op import Op
+def add_variable_converter(convert: Callable[..., Variable]) -> None:
+    """Make ``convert(value, name=None)`` a converter of last resort for :func:`as_variable`.
 
-        _OP_CLASS.append(Op)
-    return _OP_CLASS[0]
+    Plugins convert their own data types through the ``opgraph_as_variable`` hook first;
+    then the converters are tried, the one added last first. A converter returns None or
+    raises TypeError for values it does not handle (the last TypeError is what the caller
+    sees). The tensor library adds ``as_tensor_variable`` when it is imported.
+    """
+    if convert not in _CONVERTERS:
+        _CONVERTERS.insert(0, convert)
 
 
 def as_variable(x: Any, name: str | None = None) -> Variable:
@@ -441,14 +451,16 @@ def as_variable(x: Any, name: str | None = None) -> Variable:
         return x
     if isinstance(x, Apply):
         return x.default_output()
-    try:
-        from opgraph.plugins import get_plugin_manager
-
-        var = get_plugin_manager().as_variable(value=x, name=name)
-    except ImportError:
-        var = None
+    var = get_plugin_manager().as_variable(value=x, name=name)
     if var is not None:
         return var
-    from opgraph.tensor.basic import as_tensor_variable
-
-    return as_tensor_variable(x, name=name)
+    error: TypeError | None = None
+    for convert in _CONVERTERS:
+        try:
+            var = convert(x, name=name)
+        except TypeError as exc:  # not this converter's kind of value
+            error = exc
+            continue
+        if var is not None:
+            return var
+    raise error or TypeError(f"cannot convert {x!r} to a Variable: no converter accepts it")

@@ -489,3 +489,10 @@ def protected_inputs(fgraph: FunctionGraph) -> set[Variable]:
     if supervisors:
         return {var for sup in supervisors for var in sup.protected}
     return set(fgraph.inputs)
+
+
+def attach_destroy_handler(fgraph: Any) -> None:
+    """Give ``fgraph`` a DestroyHandler unless it has one: what in-place rewriters require."""
+    if hasattr(fgraph, "destroyers") or hasattr(fgraph, "destroy_handler"):
+        return
+    fgraph.attach_feature(DestroyHandler())

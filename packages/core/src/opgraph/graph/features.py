@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from opgraph.configdefaults import config
+
 if TYPE_CHECKING:
     from opgraph.graph.basic import Apply, Variable
     from opgraph.graph.fg import FunctionGraph
@@ -314,8 +316,6 @@ class ReplaceValidate(History, Validator):
 
 def _optimizer_verbose() -> bool:
     try:
-        from opgraph.configdefaults import config
-
         return bool(config.optimizer_verbose)
     except Exception:  # the flag may not exist during bootstrap
         return False

@@ -9,6 +9,8 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from opgraph.configdefaults import config
+
 __all__ = [
     "MetaObject",
     "MethodNotDefined",
@@ -164,22 +166,9 @@ def trace_marks() -> list[tuple[Any, int, list[tuple[str, int, str]]]]:
     return marks
 
 
-_config: Any = None
-
-
 def _trace_limit() -> int:
-    global _config
-    if _config is None:
-        try:
-            from opgraph.configdefaults import config
-        except Exception:  # config not importable during early bootstrap
-            return 8
-        _config = config
     # Asked for every variable created (thousands per rewrite of a big graph).
-    try:
-        return int(_config.current("traceback__limit"))
-    except Exception:  # the flag is not declared yet (bootstrap)
-        return 8
+    return int(config.current("traceback__limit"))
 
 
 def add_tag_trace(thing: Any, limit: int | None = None) -> Any:

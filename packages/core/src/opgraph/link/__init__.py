@@ -10,12 +10,12 @@ from opgraph.link.basic import (
     Linker,
     LocalLinker,
     PerformLinker,
-    gc_plan,
+    VMLinker,
     map_storage,
     raise_with_op,
 )
 from opgraph.link.dispatch import Kernel, KernelFallbackWarning, KernelRegistry
-from opgraph.link.vm import VM, Loop, Stack, VMLinker, build_vm
+from opgraph.link.vm import VM, Loop, Stack, build_vm
 
 __all__ = [
     "VM",

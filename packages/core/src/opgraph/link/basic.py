@@ -8,7 +8,7 @@ thunks, order)``; ``fn()`` reads the input cells and fills the output cells.
 The ``py`` linker (:class:`PerformLinker`) asks each Op for its thunk
 (``op.make_thunk``, which runs ``perform``) and runs them with the pure-Python VM of
 :mod:`opgraph.link.vm`. Backends subclass :class:`LocalLinker` (or
-:class:`~opgraph.link.vm.VMLinker`) and give it a :class:`~opgraph.link.dispatch.KernelRegistry`.
+:class:`~opgraph.link.basic.VMLinker`) and give it a :class:`~opgraph.link.dispatch.KernelRegistry`.
 """
 
 from __future__ import annotations
@@ -18,19 +18,21 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.op import Thunk
 from opgraph.graph.type import Type
 from opgraph.graph.utils import MethodNotDefined
 from opgraph.link.dispatch import KernelRegistry
 from opgraph.link.utils import raise_with_op
+from opgraph.link.vm import Callback, build_vm
 
 __all__ = [
     "Container",
     "Linker",
     "LocalLinker",
     "PerformLinker",
-    "gc_plan",
+    "VMLinker",
     "map_storage",
     "raise_with_op",
 ]
@@ -166,27 +168,6 @@ def map_storage(
     return input_cells, output_cells, storage_map
 
 
-def gc_plan(order: Sequence[Apply], keep: Sequence[Variable]) -> list[list[Variable]]:
-    """For each node of ``order``, the variables to free right after it ran.
-
-    A variable is freed after its last client in ``order`` (an unused output right after
-    the node producing it). Graph inputs, constants and the variables in ``keep`` (the
-    graph's outputs) are never freed.
-    """
-    last_use: dict[Variable, int] = {}
-    for i, node in enumerate(order):
-        for var in node.inputs:
-            last_use[var] = i
-        for var in node.outputs:
-            last_use.setdefault(var, i)
-    kept = set(keep)
-    plan: list[list[Variable]] = [[] for _ in order]
-    for var, i in last_use.items():
-        if var.owner is not None and var not in kept:
-            plan[i].append(var)
-    return plan
-
-
 class Linker:
     """Turns a FunctionGraph into a callable over storage cells.
 
@@ -242,8 +223,6 @@ class Linker:
         """The effective ``allow_gc``: this linker's, else ``config.allow_gc``."""
         if self.allow_gc is not None:
             return bool(self.allow_gc)
-        from opgraph.configdefaults import config
-
         return bool(config.allow_gc)
 
     def make_all(
@@ -323,8 +302,6 @@ class LocalLinker(Linker):
     ) -> Any:
         """The callable running ``thunks``: a :class:`~opgraph.link.vm.VM` chosen by
         :func:`~opgraph.link.vm.build_vm` from ``lazy`` and ``callback``."""
-        from opgraph.link.vm import build_vm
-
         return build_vm(
             self.fgraph,
             order,
@@ -383,3 +360,41 @@ class PerformLinker(LocalLinker):
         no_recycling: Sequence[Variable],
     ) -> Thunk:
         return node.op.make_thunk(node, storage_map, compute_map, no_recycling)
+
+
+class VMLinker(LocalLinker):
+    """The ``vm`` linker: per-node thunks (backend kernels where registered) run by a VM.
+
+    Parameters
+    ----------
+    allow_gc
+        Free intermediates after their last use (None: ``config.allow_gc``).
+    lazy
+        None picks :class:`Stack` only when the graph has lazy nodes; True always uses it;
+        False always uses :class:`Loop` (lazy nodes then get both branches computed).
+    callback
+        Called after each node as ``callback(node=, thunk=, storage_map=, compute_map=)``
+        (NanGuardMode uses it).
+    kernels
+        A backend's :class:`KernelRegistry`; nodes without an entry run ``perform``.
+    """
+
+    backend = "Py"
+
+    def __init__(
+        self,
+        allow_gc: bool | None = None,
+        lazy: bool | None = None,
+        callback: Callback | None = None,
+        kernels: KernelRegistry | None = None,
+    ) -> None:
+        super().__init__(allow_gc=allow_gc)
+        self.lazy = lazy
+        self.callback = callback
+        self.kernels = kernels
+        if kernels is not None:
+            self.backend = kernels.backend
+
+    def __repr__(self) -> str:
+        kernels = f", kernels={self.kernels!r}" if self.kernels is not None else ""
+        return f"VMLinker(allow_gc={self.allow_gc}, lazy={self.lazy}{kernels})"

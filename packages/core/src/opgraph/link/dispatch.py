@@ -31,6 +31,7 @@ from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Op, Thunk
+from opgraph.plugins.manager import PluginError
 
 __all__ = ["Kernel", "KernelFallbackWarning", "KernelRegistry", "funcify_thunk"]
 
@@ -180,8 +181,6 @@ class KernelRegistry:
         new = Kernel(op_class, impl, version, owner or _owner_of(impl), self.backend)
         old = self._table.get(op_class)
         if old is not None and not override and old.impl is not impl:
-            from opgraph.plugins.manager import PluginError
-
             who = f"{old.owner} and {new.owner}" if old.owner != new.owner else old.owner
             raise PluginError(
                 f"{who} both register a {self.backend} kernel for {op_class.__name__} "

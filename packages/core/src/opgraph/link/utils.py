@@ -10,8 +10,10 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.utils import first_user_line, format_trace
+from opgraph.printing.debugprint import debugprint
 
 __all__ = ["augment_exception", "describe_value", "node_error_details", "raise_with_op"]
 
@@ -66,7 +68,7 @@ def node_error_details(
     debugprint of the node are added.
     """
     if verbosity is None:
-        verbosity = _config("exception_verbosity", "low")
+        verbosity = config.exception_verbosity
     if input_values is None:
         input_values = [getattr(v, "data", None) for v in node.inputs]
     if index is None:
@@ -120,20 +122,9 @@ def node_error_details(
 
 def _debugprint(node: Apply) -> str:
     try:
-        from opgraph.printing.debugprint import debugprint
-
         return str(debugprint(node, print_type=True, file="str")).rstrip()
     except Exception as exc:  # printing must never hide the real error
         return f"(debugprint failed: {type(exc).__name__}: {exc})"
-
-
-def _config(name: str, default: Any) -> Any:
-    try:
-        from opgraph.configdefaults import config
-
-        return getattr(config, name)
-    except Exception:
-        return default
 
 
 def augment_exception(exc: BaseException, text: str) -> BaseException:

@@ -21,14 +21,33 @@ from typing import Any
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Thunk
 from opgraph.graph.utils import MethodNotDefined
-from opgraph.link.basic import LocalLinker, gc_plan
-from opgraph.link.dispatch import KernelRegistry
 from opgraph.link.utils import raise_with_op
 
-__all__ = ["VM", "Loop", "Stack", "VMLinker", "build_vm"]
+__all__ = ["VM", "Loop", "Stack", "build_vm", "gc_plan"]
 
 #: ``callback(node=..., thunk=..., storage_map=..., compute_map=...)`` after each node.
 Callback = Callable[..., None]
+
+
+def gc_plan(order: Sequence[Apply], keep: Sequence[Variable]) -> list[list[Variable]]:
+    """For each node of ``order``, the variables to free right after it ran.
+
+    A variable is freed after its last client in ``order`` (an unused output right after
+    the node producing it). Graph inputs, constants and the variables in ``keep`` (the
+    graph's outputs) are never freed.
+    """
+    last_use: dict[Variable, int] = {}
+    for i, node in enumerate(order):
+        for var in node.inputs:
+            last_use[var] = i
+        for var in node.outputs:
+            last_use.setdefault(var, i)
+    kept = set(keep)
+    plan: list[list[Variable]] = [[] for _ in order]
+    for var, i in last_use.items():
+        if var.owner is not None and var not in kept:
+            plan[i].append(var)
+    return plan
 
 
 class VM:
@@ -414,41 +433,3 @@ def build_vm(
         timed=timed,
         callback=callback,
     )
-
-
-class VMLinker(LocalLinker):
-    """The ``vm`` linker: per-node thunks (backend kernels where registered) run by a VM.
-
-    Parameters
-    ----------
-    allow_gc
-        Free intermediates after their last use (None: ``config.allow_gc``).
-    lazy
-        None picks :class:`Stack` only when the graph has lazy nodes; True always uses it;
-        False always uses :class:`Loop` (lazy nodes then get both branches computed).
-    callback
-        Called after each node as ``callback(node=, thunk=, storage_map=, compute_map=)``
-        (NanGuardMode uses it).
-    kernels
-        A backend's :class:`KernelRegistry`; nodes without an entry run ``perform``.
-    """
-
-    backend = "Py"
-
-    def __init__(
-        self,
-        allow_gc: bool | None = None,
-        lazy: bool | None = None,
-        callback: Callback | None = None,
-        kernels: KernelRegistry | None = None,
-    ) -> None:
-        super().__init__(allow_gc=allow_gc)
-        self.lazy = lazy
-        self.callback = callback
-        self.kernels = kernels
-        if kernels is not None:
-            self.backend = kernels.backend
-
-    def __repr__(self) -> str:
-        kernels = f", kernels={self.kernels!r}" if self.kernels is not None else ""
-        return f"VMLinker(allow_gc={self.allow_gc}, lazy={self.lazy}{kernels})"

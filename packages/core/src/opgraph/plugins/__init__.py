@@ -24,10 +24,11 @@ from opgraph.plugins.manager import (
     PluginError,
     PluginInfo,
     PluginWarning,
+    add_builtin_plugin,
     get_plugin_manager,
     hookimpl,
-    load_plugins,
 )
+from opgraph.plugins.namespaces import install_finder
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -37,8 +38,22 @@ __all__ = [
     "PluginError",
     "PluginInfo",
     "PluginWarning",
+    "add_builtin_plugin",
     "get_plugin_manager",
     "hookimpl",
     "hookspec",
     "load_plugins",
 ]
+
+
+def load_plugins() -> OpgraphPluginManager:
+    """Load every plugin, then check ``OPGRAPH_FLAGS`` for flags nobody declared.
+
+    Called at the end of ``import opgraph``. Also installs the finder that resolves
+    plugin-owned namespaces (``import opgraph.sparse``).
+    """
+    pm = get_plugin_manager()
+    if pm.config is not None:
+        pm.config.check_unknown_flags()
+    install_finder()
+    return pm

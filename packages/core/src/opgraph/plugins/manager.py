@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import pluggy
 
+from opgraph.configdefaults import config
 from opgraph.plugins import hookspecs
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "PluginError",
     "PluginInfo",
     "PluginWarning",
+    "add_builtin_plugin",
     "get_plugin_manager",
     "hookimpl",
 ]
@@ -49,7 +51,8 @@ __all__ = [
 ENTRY_POINT_GROUP = "opgraph"
 
 #: Core's own plugin modules, registered like any other plugin (pytest's default_plugins).
-BUILTIN_PLUGINS: tuple[str, ...] = ("opgraph.plugins.builtin",)
+#: The layers above this one add theirs with :func:`add_builtin_plugin`.
+BUILTIN_PLUGINS: list[str] = []
 
 #: Subcommands of ``python -m opgraph`` that belong to opgraph itself.
 RESERVED_COMMANDS = frozenset({"plugins", "config"})
@@ -646,13 +649,7 @@ _lock = threading.RLock()
 
 
 def _default_config() -> Any:
-    """``opgraph.configdefaults.config``, or None while that module does not exist."""
-    try:
-        from opgraph.configdefaults import config
-    except ModuleNotFoundError as exc:
-        if exc.name == "opgraph.configdefaults":
-            return None
-        raise
+    """The config whose flags plugins declare through ``opgraph_add_config`` (tests swap it)."""
     return config
 
 
@@ -678,6 +675,21 @@ def get_plugin_manager() -> OpgraphPluginManager:
         return _plugin_manager
 
 
+def add_builtin_plugin(module: str) -> None:
+    """Register ``module`` as one of core's own plugins (before the entry points).
+
+    Core's compile layer adds its linkers and modes this way: the plugin manager, below it,
+    never names it. If the process-wide manager is already loaded, the module is
+    registered at once.
+    """
+    if module in BUILTIN_PLUGINS:
+        return
+    BUILTIN_PLUGINS.append(module)
+    with _lock:
+        if _plugin_manager is not None and _plugin_manager.ready:
+            _plugin_manager._load_builtin(module)
+
+
 def _existing_plugin_manager() -> OpgraphPluginManager | None:
     """The process-wide manager if it is fully loaded, without building it."""
     pm = _plugin_manager
@@ -694,18 +706,3 @@ def _reset_plugin_manager() -> OpgraphPluginManager | None:
     with _lock:
         old, _plugin_manager = _plugin_manager, None
     return old
-
-
-def load_plugins() -> OpgraphPluginManager:
-    """Load every plugin, then check ``OPGRAPH_FLAGS`` for flags nobody declared.
-
-    Called at the end of ``import opgraph``. Also installs the finder that resolves
-    plugin-owned namespaces (``import opgraph.sparse``).
-    """
-    from opgraph.plugins.namespaces import install_finder
-
-    pm = get_plugin_manager()
-    if pm.config is not None:
-        pm.config.check_unknown_flags()
-    install_finder()
-    return pm

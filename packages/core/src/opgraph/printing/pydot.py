@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.traversal import ancestors, graph_inputs, io_toposort
 
@@ -355,12 +356,7 @@ def render(model: GraphModel, format: str = "png") -> bytes:
 
 
 def _default_outfile(format: str) -> str:
-    try:
-        from opgraph.configdefaults import config
-
-        directory, device = str(config.compiledir), str(config.device)
-    except Exception:  # config unavailable: fall back to the working directory
-        directory, device = os.getcwd(), "cpu"
+    directory, device = str(config.compiledir), str(config.device)
     return os.path.join(directory, f"opgraph.pydotprint.{device}.{format}")
 
 

@@ -15,6 +15,7 @@ nodes the rewrite created, and counts them in ``fgraph.rewrite_stats``.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import time
@@ -23,7 +24,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.destroyhandler import attach_destroy_handler
 from opgraph.graph.features import Feature, InconsistencyError, ReplaceValidate
 from opgraph.graph.op import Op
 from opgraph.graph.traversal import io_toposort
@@ -88,8 +91,6 @@ def source_location(obj: Any) -> str:
     if code is not None:
         return f"{_short_path(code.co_filename)}:{code.co_firstlineno}"
     try:
-        import inspect
-
         filename = inspect.getsourcefile(obj) or inspect.getfile(obj)
         _, line = inspect.getsourcelines(obj)
     except (TypeError, OSError):
@@ -109,15 +110,6 @@ def caller_location() -> str:
     return f"{_short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _config(name: str, default: Any) -> Any:
-    try:
-        from opgraph.configdefaults import config
-
-        return getattr(config, name)
-    except Exception:  # config not importable (bootstrap) or flag unknown
-        return default
-
-
 def rewrite_failure(
     exc: BaseException, rewriter: Any, node: Apply | None, fgraph: Any = None
 ) -> None:
@@ -128,7 +120,7 @@ def rewrite_failure(
     the walker go on; ``raise`` re-raises; ``pdb`` opens the post-mortem debugger, then goes
     on; ``ignore`` goes on silently.
     """
-    mode = _config("on_opt_error", "warn")
+    mode = config.on_opt_error
     name = getattr(rewriter, "name", None) or type(rewriter).__name__
     location = getattr(rewriter, "location", "<unknown>")
     where = f" on node {node}" if node is not None else ""
@@ -160,17 +152,6 @@ def _is_inconsistency(exc: BaseException) -> bool:
 def _ensure_replace_validate(fgraph: Any) -> None:
     if not hasattr(fgraph, "replace_all_validate"):
         fgraph.attach_feature(ReplaceValidate())
-
-
-def _attach_destroy_handler(fgraph: Any) -> None:
-    """Requirement of in-place rewriters: a DestroyHandler on the graph (when core has one)."""
-    if hasattr(fgraph, "destroyers") or hasattr(fgraph, "destroy_handler"):
-        return
-    try:
-        from opgraph.graph.destroyhandler import DestroyHandler
-    except ImportError:
-        return
-    fgraph.attach_feature(DestroyHandler())
 
 
 # ---------------------------------------------------------------------------- bases
@@ -296,7 +277,7 @@ class FromFunctionNodeRewriter(NodeRewriter):
 
     def add_requirements(self, fgraph: Any) -> None:
         if self.inplace:
-            _attach_destroy_handler(fgraph)
+            attach_destroy_handler(fgraph)
         for req in self.requirements:
             req(fgraph)
 
@@ -513,7 +494,7 @@ def apply_replacements(
         stats.suppress_fallback += 1
     try:
         if verbose is None:
-            verbose = bool(_config("optimizer_verbose", False))
+            verbose = bool(config.optimizer_verbose)
         fgraph.replace_all_validate(pairs, reason=rewriter, verbose=verbose)
     finally:
         if stats is not None:
@@ -670,7 +651,7 @@ class WalkingGraphRewriter(_NodeWalkerBase):
     def apply(self, fgraph: Any, start_from: Sequence[Variable] | None = None) -> int:
         """Walk the graph once; return the number of rewrites applied."""
         stats = ensure_rewrite_stats(fgraph)
-        self._verbose = bool(_config("optimizer_verbose", False))
+        self._verbose = bool(config.optimizer_verbose)
         if not start_from:
             queue: deque[Apply] = deque(_graph_order(fgraph))
         else:
@@ -789,10 +770,10 @@ class EquilibriumGraphRewriter(_NodeWalkerBase):
     def apply(self, fgraph: Any) -> int:
         """Rewrite to a fixed point; return the number of rewrites applied."""
         stats = ensure_rewrite_stats(fgraph)
-        self._verbose = bool(_config("optimizer_verbose", False))
+        self._verbose = bool(config.optimizer_verbose)
         ratio = self.max_use_ratio
         if ratio is None:
-            ratio = float(_config("optdb__max_use_ratio", 8.0))
+            ratio = float(config.optdb__max_use_ratio)
         budget = _UseBudget(self, ratio, len(fgraph.apply_nodes))
         tracker = _Listener()
         fgraph.attach_feature(tracker)

@@ -32,7 +32,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from opgraph.rewriting.basic import GraphRewriter, NodeRewriter, Rewriter, _attach_destroy_handler
+from opgraph.graph.destroyhandler import attach_destroy_handler
+from opgraph.plugins import get_plugin_manager
+from opgraph.rewriting.basic import GraphRewriter, NodeRewriter, Rewriter
 from opgraph.rewriting.db import (
     DEFAULT_STAGE_TAGS,
     EquilibriumDB,
@@ -85,10 +87,10 @@ class AddDestroyHandler(GraphRewriter):
     name = "add_destroy_handler"
 
     def add_requirements(self, fgraph: Any) -> None:
-        _attach_destroy_handler(fgraph)
+        attach_destroy_handler(fgraph)
 
     def apply(self, fgraph: Any) -> None:
-        _attach_destroy_handler(fgraph)
+        attach_destroy_handler(fgraph)
 
 
 def _eq_db_newtrees() -> EquilibriumDB:
@@ -150,8 +152,6 @@ def get_optdb() -> SequenceDB:
             optdb = make_optdb()
             _optdb = optdb  # set first: a plugin's hook may call get_optdb() again
             try:
-                from opgraph.plugins import get_plugin_manager
-
                 get_plugin_manager().install_rewrites(optdb)
             except Exception as exc:
                 warnings.warn(

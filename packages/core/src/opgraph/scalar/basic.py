@@ -8,14 +8,20 @@ graphs), so the same formula serves Composite and Elemwise.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.clone import clone
+from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op
+from opgraph.graph.traversal import io_toposort
+from opgraph.graph.utils import MethodNotDefined
 from opgraph.scalar.type import (
     ScalarType,
     complex_dtypes,
@@ -95,8 +101,6 @@ def angle_out(t: ScalarType) -> tuple[ScalarType]:
 def true_div_out(*types: ScalarType) -> tuple[ScalarType]:
     """Output dtype of ``/``: floatX for all-integer inputs (Theano), else the upcast."""
     if all(t.dtype in discrete_dtypes for t in types):
-        from opgraph.configdefaults import config
-
         return (get_scalar_type(config.floatX),)
     return upcast_out(*types)
 
@@ -138,8 +142,6 @@ def _autocast_python(x: Any) -> np.generic:
             return np.uint64(x)
         raise OverflowError(f"integer {x} does not fit in 64 bits")
     if isinstance(x, float):
-        from opgraph.configdefaults import config
-
         if config.floatX in ("float32", "float16"):
             return np.dtype(config.floatX).type(x)
         f32 = np.float32(x)
@@ -246,8 +248,6 @@ class ScalarOp(Op):
         output_grads: Sequence[Variable],
     ) -> list[Variable | None]:
         """The gradient written with the functions of math namespace ``m``."""
-        from opgraph.graph.utils import MethodNotDefined
-
         raise MethodNotDefined(f"scalar op {self} does not define a gradient")
 
     def L_op(
@@ -256,9 +256,7 @@ class ScalarOp(Op):
         outputs: Sequence[Variable],
         output_grads: Sequence[Variable],
     ) -> list[Variable | None]:
-        import opgraph.scalar.basic as m
-
-        return self.symbolic_grad(m, inputs, outputs, output_grads)
+        return self.symbolic_grad(_SCALAR_NAMESPACE, inputs, outputs, output_grads)
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
         return [()] * len(node.outputs)
@@ -756,9 +754,6 @@ class Composite(ScalarOp):
         """``clone_graph=False`` makes the given variables the inner graph instead of a copy
         of them: for a caller (elementwise fusion) that built them for this Composite alone
         and never touches them again, it saves copying a graph of up to hundreds of nodes."""
-        from opgraph.graph.clone import clone
-        from opgraph.graph.traversal import io_toposort
-
         for v in (*inputs, *outputs):
             if not isinstance(v.type, ScalarType):
                 raise TypeError(f"Composite needs scalar variables, got {v} of type {v.type}")
@@ -869,19 +864,92 @@ class Composite(ScalarOp):
         return outs[0] if self.nout == 1 else outs
 
     def symbolic_grad(self, m, inputs, outputs, output_grads):  # type: ignore[no-untyped-def]
-        """Differentiate through the inner graph, rebuilt with namespace ``m``."""
+        """Differentiate through the inner graph, rebuilt with namespace ``m``: a reverse
+        pass over the inner nodes, each differentiated by its own ``symbolic_grad``."""
         values: dict[Variable, Any] = dict(zip(self.inputs, inputs, strict=True))
+        rebuilt = []
         for node in self.nodes:
             args = [values.get(v, v) for v in node.inputs]
             res = m.apply_scalar_op(node.op, *args)
             res = res if isinstance(res, list) else [res]
             values.update(zip(node.outputs, res, strict=True))
-        outer_outputs = [values.get(o, o) for o in self.outputs]
-        from opgraph.gradient import Lop
+            rebuilt.append((node, args, res))
+        terms: dict[Variable, list[Variable]] = {}
+        for o, g in zip(self.outputs, output_grads, strict=True):
+            if g is not None and not isinstance(g.type, DisconnectedType):
+                terms.setdefault(o, []).append(g)
+        for node, args, res in reversed(rebuilt):
+            gzs = [_sum_terms(m, terms.get(o)) for o in node.outputs]
+            if all(g is None for g in gzs):
+                continue
+            gzs = [m.zeros_like(r) if g is None else g for g, r in zip(gzs, res, strict=True)]
+            grads = node.op.symbolic_grad(m, args, res, gzs)
+            for v, g in zip(node.inputs, grads, strict=True):
+                if g is not None and not isinstance(v, Constant):
+                    terms.setdefault(v, []).append(g)
+        sums = [_sum_terms(m, terms.get(i)) for i in self.inputs]
+        return [_zero_grad(m, x) if g is None else g for g, x in zip(sums, inputs, strict=True)]
 
-        return Lop(outer_outputs, list(inputs), list(output_grads))
+
+def _sum_terms(m: ModuleType, terms: list[Variable] | None) -> Variable | None:
+    """The sum of gradient terms (None for none)."""
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else m.add(*terms)
 
 
 def apply_scalar_op(op: ScalarOp, *args: Any) -> Any:
     """Apply ``op`` to scalar arguments (the scalar counterpart of tensor's Elemwise wrapper)."""
     return op(*args)
+
+
+class ScalarVariable(Variable):
+    """A symbolic scalar; supports the arithmetic operators (used inside Composite graphs)."""
+
+    def __add__(self, other: Any) -> Variable:
+        return add(self, other)
+
+    def __radd__(self, other: Any) -> Variable:
+        return add(other, self)
+
+    def __sub__(self, other: Any) -> Variable:
+        return sub(self, other)
+
+    def __rsub__(self, other: Any) -> Variable:
+        return sub(other, self)
+
+    def __mul__(self, other: Any) -> Variable:
+        return mul(self, other)
+
+    def __rmul__(self, other: Any) -> Variable:
+        return mul(other, self)
+
+    def __truediv__(self, other: Any) -> Variable:
+        return true_div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Variable:
+        return true_div(other, self)
+
+    def __pow__(self, other: Any) -> Variable:
+        return pow(self, other)
+
+    def __neg__(self) -> Variable:
+        return neg(self)
+
+
+class ScalarConstant(Constant, ScalarVariable):
+    """A constant scalar."""
+
+    def __str__(self) -> str:
+        if self.name is not None:
+            return self.name
+        return f"Constant{{{self.data}}}"
+
+
+# A ScalarType builds these (set here, where the operators they use are defined).
+ScalarType.variable_type = ScalarVariable
+ScalarType.constant_type = ScalarConstant
+
+#: The namespace scalar ops' ``symbolic_grad(m, ...)`` build with at the scalar level: this
+#: module (the tensor library passes its own, which builds Elemwise nodes).
+_SCALAR_NAMESPACE = sys.modules[__name__]

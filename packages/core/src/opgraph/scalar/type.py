@@ -6,13 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.graph.basic import Constant, Variable
+from opgraph.configdefaults import config
 from opgraph.graph.type import Type
 
 __all__ = [
-    "ScalarConstant",
     "ScalarType",
-    "ScalarVariable",
     "all_dtypes",
     "complex_dtypes",
     "continuous_dtypes",
@@ -35,8 +33,6 @@ all_dtypes = (*discrete_dtypes, *continuous_dtypes)
 
 def _flag(name: str) -> Any:
     """``config.<name>`` through the hot-path accessor (every Elemwise node built asks)."""
-    from opgraph.configdefaults import config
-
     return config.current(name)
 
 
@@ -82,14 +78,6 @@ class ScalarType(Type):
         self.dtype = dtype
         self.numpy_dtype = np.dtype(dtype)
 
-    @property
-    def variable_type(self) -> type[Variable]:  # type: ignore[override]
-        return ScalarVariable
-
-    @property
-    def constant_type(self) -> type[Constant]:  # type: ignore[override]
-        return ScalarConstant
-
     def filter(self, data: Any, strict: bool = False, allow_downcast: bool | None = None) -> Any:
         """Return ``data`` as a NumPy scalar of this dtype, or raise TypeError."""
         if isinstance(data, np.ndarray) and data.ndim == 0:
@@ -120,8 +108,6 @@ class ScalarType(Type):
 
 
 def _floatx() -> str:
-    from opgraph.configdefaults import config
-
     return str(config.floatX)
 
 
@@ -136,69 +122,6 @@ def _is_lossless(original: Any, converted: Any) -> bool:
             return bool(same) or (bool(np.isnan(converted)) and bool(np.isnan(original)))
     except (TypeError, ValueError):
         return False
-
-
-class ScalarVariable(Variable):
-    """A symbolic scalar; supports the arithmetic operators (used inside Composite graphs)."""
-
-    def __add__(self, other: Any) -> Variable:
-        from opgraph.scalar.basic import add
-
-        return add(self, other)
-
-    def __radd__(self, other: Any) -> Variable:
-        from opgraph.scalar.basic import add
-
-        return add(other, self)
-
-    def __sub__(self, other: Any) -> Variable:
-        from opgraph.scalar.basic import sub
-
-        return sub(self, other)
-
-    def __rsub__(self, other: Any) -> Variable:
-        from opgraph.scalar.basic import sub
-
-        return sub(other, self)
-
-    def __mul__(self, other: Any) -> Variable:
-        from opgraph.scalar.basic import mul
-
-        return mul(self, other)
-
-    def __rmul__(self, other: Any) -> Variable:
-        from opgraph.scalar.basic import mul
-
-        return mul(other, self)
-
-    def __truediv__(self, other: Any) -> Variable:
-        from opgraph.scalar.basic import true_div
-
-        return true_div(self, other)
-
-    def __rtruediv__(self, other: Any) -> Variable:
-        from opgraph.scalar.basic import true_div
-
-        return true_div(other, self)
-
-    def __pow__(self, other: Any) -> Variable:
-        from opgraph.scalar.basic import pow
-
-        return pow(self, other)
-
-    def __neg__(self) -> Variable:
-        from opgraph.scalar.basic import neg
-
-        return neg(self)
-
-
-class ScalarConstant(Constant, ScalarVariable):
-    """A constant scalar."""
-
-    def __str__(self) -> str:
-        if self.name is not None:
-            return self.name
-        return f"Constant{{{self.data}}}"
 
 
 _cache: dict[str, ScalarType] = {}

@@ -4,18 +4,34 @@ from __future__ import annotations
 
 from typing import Any
 
+from opgraph.configdefaults import config as _config
+
 # ``from theano.tensor import Apply, Variable, Constant`` works in Theano (the seeds use it).
 from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.tensor import blas, extra_ops, nlinalg, nnet, shared_randomstreams, slinalg
+from opgraph.tensor import random as raw_random
+from opgraph.tensor.autodiff import Lop, Rop, grad
+from opgraph.tensor.axes import *
 from opgraph.tensor.basic import (
     Rebroadcast,
+    ScalarFromTensor,
+    TensorFromScalar,
     addbroadcast,
     as_tensor,
     as_tensor_variable,
     constant,
     patternbroadcast,
+    scalar_from_tensor,
+    tensor_from_scalar,
     unbroadcast,
 )
+from opgraph.tensor.cumulative import *
+from opgraph.tensor.dot import *
 from opgraph.tensor.elemwise import CAReduce, DimShuffle, Elemwise, Sum
+from opgraph.tensor.extra_ops import *
+from opgraph.tensor.gradcheck import verify_grad
+from opgraph.tensor.jacobian import hessian, jacobian
+from opgraph.tensor.joining import *
 from opgraph.tensor.math import *
 from opgraph.tensor.math import (
     abs_,
@@ -30,6 +46,13 @@ from opgraph.tensor.math import (
     sum,
     zeros_like,
 )
+from opgraph.tensor.nlinalg import alloc_diag, diag, extract_diag, trace
+from opgraph.tensor.reduction import *
+from opgraph.tensor.shape import *
+from opgraph.tensor.sort import *
+from opgraph.tensor.statistics import *
+from opgraph.tensor.structure import *
+from opgraph.tensor.subtensor import *
 from opgraph.tensor.type import TensorType
 from opgraph.tensor.variable import TensorConstant, TensorVariable
 
@@ -57,9 +80,7 @@ _PREFIX = {
 
 def _make_constructor(kind: str, bcast: tuple[bool, ...]) -> Any:
     def constructor(name: str | None = None, dtype: str | None = None) -> TensorVariable:
-        from opgraph.configdefaults import config
-
-        return TensorType(dtype or config.floatX, bcast)(name)  # type: ignore[return-value]
+        return TensorType(dtype or _config.floatX, bcast)(name)  # type: ignore[return-value]
 
     constructor.__name__ = constructor.__qualname__ = kind
     constructor.__doc__ = f"A symbolic {kind} of dtype ``dtype`` (default ``config.floatX``)."
@@ -95,20 +116,4 @@ def tensor(
     dtype: str | None = None, broadcastable: Any = None, name: str | None = None, shape: Any = None
 ) -> TensorVariable:
     """A symbolic tensor of any rank: ``tensor('float64', (False, True), 'x')``."""
-    from opgraph.configdefaults import config
-
-    return TensorType(dtype or config.floatX, broadcastable, shape=shape)(name)  # type: ignore[return-value]
-
-
-from opgraph.gradient import Lop, Rop, grad, verify_grad
-from opgraph.tensor import blas, extra_ops, nlinalg, nnet, shared_randomstreams, slinalg
-from opgraph.tensor import random as raw_random
-from opgraph.tensor.axes import *
-from opgraph.tensor.extra_ops import *
-from opgraph.tensor.jacobian import hessian, jacobian
-from opgraph.tensor.joining import *
-from opgraph.tensor.nlinalg import alloc_diag, diag, extract_diag, trace
-from opgraph.tensor.shape import *
-from opgraph.tensor.sort import *
-from opgraph.tensor.structure import *
-from opgraph.tensor.subtensor import *
+    return TensorType(dtype or _config.floatX, broadcastable, shape=shape)(name)  # type: ignore[return-value]

@@ -7,13 +7,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from opgraph.tensor.basic import addbroadcast, as_tensor_variable
 from opgraph.tensor.elemwise import DimShuffle
-from opgraph.tensor.variable import TensorVariable
+
+if TYPE_CHECKING:
+    from opgraph.tensor.variable import TensorVariable
 
 __all__ = [
     "expand_dims",

@@ -1,19 +1,42 @@
-"""Turning values into tensor variables: as_tensor_variable, constant, Rebroadcast."""
+"""Turning values into tensor variables: as_tensor_variable, constant, Rebroadcast.
+
+Also the two ops between scalars and 0-d tensors (``TensorFromScalar``, ``ScalarFromTensor``):
+``as_tensor_variable`` of a scalar variable needs the first.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from opgraph.graph.basic import Apply, Constant, Variable
+import opgraph.scalar.basic as ps
+from opgraph.graph.basic import Apply, Constant, Variable, add_variable_converter
 from opgraph.graph.op import Op
 from opgraph.scalar.basic import _autocast_python
+from opgraph.scalar.type import ScalarType, get_scalar_type
 from opgraph.tensor.type import TensorType
-from opgraph.tensor.variable import TensorConstant, TensorVariable, _AsTensorError
 
-__all__ = ["Rebroadcast", "as_tensor", "as_tensor_variable", "constant", "patternbroadcast"]
+if TYPE_CHECKING:
+    from opgraph.tensor.variable import TensorConstant, TensorVariable
+
+__all__ = [
+    "Rebroadcast",
+    "ScalarFromTensor",
+    "TensorFromScalar",
+    "as_tensor",
+    "as_tensor_variable",
+    "constant",
+    "patternbroadcast",
+    "scalar_from_tensor",
+    "tensor_from_scalar",
+]
+
+
+class _AsTensorError(TypeError):
+    """The other operand cannot become a tensor (lets Python try the reflected operator)."""
 
 
 def constant(
@@ -45,7 +68,7 @@ def constant(
         if arr.ndim != ndim:
             raise ValueError(f"constant {x!r} has {arr.ndim} dimension(s), expected {ndim}")
     ttype = TensorType(str(arr.dtype), [n == 1 for n in arr.shape])
-    return TensorConstant(ttype, arr, name=name)
+    return ttype.make_constant(arr, name=name)  # type: ignore[return-value]
 
 
 def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None) -> TensorVariable:
@@ -56,11 +79,7 @@ def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None)
     if isinstance(x, Apply):
         x = x.default_output()
     if isinstance(x, Variable):
-        from opgraph.scalar.type import ScalarType
-
         if isinstance(x.type, ScalarType):
-            from opgraph.tensor.math import tensor_from_scalar
-
             x = tensor_from_scalar(x)
         if not isinstance(x.type, TensorType):
             raise _AsTensorError(
@@ -74,10 +93,16 @@ def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None)
                 return x.dimshuffle(list(range(extra, x.type.ndim)))  # type: ignore[attr-defined]
             raise ValueError(f"{x} has {x.type.ndim} dimension(s), expected {ndim}")
         return x  # type: ignore[return-value]
-    if isinstance(x, list | tuple) and any(isinstance(e, Variable) for e in _flatten(x)):
-        from opgraph.tensor.joining import stack
+    return as_tensor_of_value(x, name, ndim)
 
-        return stack([as_tensor_variable(e) for e in x])
+
+@functools.singledispatch
+def as_tensor_of_value(x: Any, name: str | None, ndim: int | None) -> TensorVariable:
+    """``as_tensor_variable`` of anything but a Variable or an Apply: a constant by default.
+
+    Modules above this one register the types they build symbolically:
+    :mod:`opgraph.tensor.joining` turns lists and tuples holding variables into ``stack``.
+    """
     try:
         return constant(x, name=name, ndim=ndim)
     except (TypeError, ValueError) as exc:
@@ -87,17 +112,7 @@ def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None)
 
 
 as_tensor = as_tensor_variable
-
-
-def _flatten(x: Any) -> list[Any]:
-    out, stack = [], [x]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, list | tuple):
-            stack.extend(item)
-        else:
-            out.append(item)
-    return out
+add_variable_converter(as_tensor_variable)
 
 
 class Rebroadcast(Op):
@@ -170,6 +185,9 @@ def specify_broadcastable_type(var: Variable, target: TensorType) -> TensorVaria
     return patternbroadcast(var, target.broadcastable)
 
 
+TensorType.rebroadcast = staticmethod(specify_broadcastable_type)  # type: ignore[assignment]
+
+
 def unbroadcast(x: Any, *axes: int) -> TensorVariable:
     """Make the given dimensions of ``x`` non-broadcastable (Theano's ``tensor.unbroadcast``)."""
     x = as_tensor_variable(x)
@@ -186,3 +204,49 @@ def addbroadcast(x: Any, *axes: int) -> TensorVariable:
     for a in axes:
         pattern[a] = True
     return patternbroadcast(x, pattern)
+
+
+class TensorFromScalar(Op):
+    """A 0-d tensor holding the value of a scalar variable."""
+
+    __props__ = ()
+
+    def make_node(self, s: Any) -> Apply:
+        s = ps.as_scalar(s)
+        if not isinstance(s.type, ScalarType):
+            raise TypeError(f"TensorFromScalar needs a scalar, got {s}")
+        return Apply(self, [s], [TensorType(s.type.dtype, ())()])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+        output_storage[0][0] = np.asarray(inputs[0], dtype=node.outputs[0].type.dtype)
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return [()]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
+        return [scalar_from_tensor(output_grads[0])]
+
+
+class ScalarFromTensor(Op):
+    """The scalar value of a 0-d tensor."""
+
+    __props__ = ()
+
+    def make_node(self, t: Any) -> Apply:
+        t = as_tensor_variable(t)
+        if t.type.ndim != 0:
+            raise TypeError(f"ScalarFromTensor needs a 0-d tensor, got {t} of type {t.type}")
+        return Apply(self, [t], [get_scalar_type(t.type.dtype)()])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+        output_storage[0][0] = inputs[0][()]
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return [()]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
+        return [tensor_from_scalar(output_grads[0])]
+
+
+tensor_from_scalar = TensorFromScalar()
+scalar_from_tensor = ScalarFromTensor()

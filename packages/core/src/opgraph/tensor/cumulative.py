@@ -17,6 +17,7 @@ from opgraph.graph.op import Op
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.elemwise import _default_sum_dtype
 from opgraph.tensor.math import mul, true_div, zeros_like
+from opgraph.tensor.subtensor import getitem
 from opgraph.tensor.type import TensorType
 
 __all__ = ["CumOp", "cumprod", "cumsum"]
@@ -69,8 +70,6 @@ class CumOp(Op):
         return [(int(np.prod(shp, dtype="int64")),)]
 
     def _reverse(self, v: Variable, axis: int) -> Variable:
-        from opgraph.tensor.subtensor import getitem
-
         index = [slice(None)] * v.type.ndim
         index[axis] = slice(None, None, -1)
         return getitem(v, tuple(index))

@@ -17,6 +17,7 @@ import numpy as np
 
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Op
+from opgraph.printing.pprint import OperatorPrinter, pprint, special
 from opgraph.scalar.type import upcast
 from opgraph.tensor.basic import as_tensor_variable, constant, patternbroadcast
 from opgraph.tensor.elemwise import DimShuffle
@@ -453,3 +454,6 @@ def batched_tensordot(x: Any, y: Any, axes: Any = 2) -> Variable:
     contracts the last ``n`` axes of ``x`` with axes ``1..n`` of ``y``).
     """
     return _tensordot_as_dot(x, y, axes, batched=True)
+
+
+pprint.assign(Dot, OperatorPrinter(special["middle_dot"], -1, "left"))

@@ -1,25 +1,44 @@
-"""Elemwise (a scalar op mapped over arrays), DimShuffle and CAReduce (reductions)."""
+"""Elemwise (a scalar op mapped over arrays), DimShuffle and CAReduce (reductions), with
+Theano's reduction ops of this module: Sum, Prod, All and Any.
+
+Their gradients are built with the tensor math namespace (``m.mul``, ``m.sum``, ``m.cast``:
+the one scalar-op gradients are written against), which is defined above this module from
+these ops: :mod:`opgraph.tensor.math` registers itself with :func:`set_math_namespace`.
+"""
 
 from __future__ import annotations
 
 import typing
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
 
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.clone import clone_replace
+from opgraph.graph.null_type import grad_not_implemented
 from opgraph.graph.op import Op
-from opgraph.scalar.basic import Composite, ScalarOp
+from opgraph.graph.utils import MethodNotDefined
+from opgraph.scalar.basic import Composite, ScalarOp, add
+from opgraph.scalar.basic import and_ as scalar_and
+from opgraph.scalar.basic import mul as scalar_mul
+from opgraph.scalar.basic import or_ as scalar_or
+from opgraph.scalar.extra import mul_without_zeros
 from opgraph.scalar.type import get_scalar_type, upcast
+from opgraph.tensor.basic import as_tensor_variable as _as_tensor
 from opgraph.tensor.type import TensorType
 
 __all__ = ["CAReduce", "DimShuffle", "Elemwise", "Sum"]
 
+#: The tensor math namespace gradients are built with (see :func:`set_math_namespace`).
+m: typing.Any = None
 
-def _as_tensor(x: typing.Any) -> Variable:
-    from opgraph.tensor.basic import as_tensor_variable
 
-    return as_tensor_variable(x)
+def set_math_namespace(namespace: ModuleType) -> None:
+    """Build the gradients of these ops with ``namespace`` (``opgraph.tensor.math``)."""
+    global m
+    m = namespace
 
 
 class DimShuffle(Op):
@@ -105,15 +124,11 @@ class DimShuffle(Op):
         (x,), (gz,) = inputs, output_grads
         gz = _as_tensor(gz)
         if x.type.dtype not in ("float16", "float32", "float64", "complex64", "complex128"):
-            from opgraph.tensor.math import zeros_like
-
-            return [zeros_like(x, dtype="float64")]
+            return [m.zeros_like(x, dtype="float64")]
         # Dims added as 'x' must be broadcastable in gz to be dropped: sum them if not.
         unbroadcast = [a for a in self.augment if not gz.type.broadcastable[a]]
         if unbroadcast:
-            from opgraph.tensor.math import sum as tsum
-
-            gz = tsum(gz, axis=unbroadcast, keepdims=True)
+            gz = m.sum(gz, axis=unbroadcast, keepdims=True)
         grad_order: list[int | str] = ["x"] * len(self.input_broadcastable)
         for i, v in enumerate(self.new_order):
             if v != "x":
@@ -281,8 +296,6 @@ class Elemwise(Op):
         outputs: Sequence[Variable],
         output_grads: Sequence[Variable],
     ) -> list[Variable]:
-        import opgraph.tensor.math as m
-
         grads = self.scalar_op.symbolic_grad(m, inputs, outputs, output_grads)
         result = []
         for x, g in zip(inputs, grads, strict=True):
@@ -314,9 +327,6 @@ class Elemwise(Op):
         fresh copies of the inputs so that an input computed from another (``sin(x) * x``)
         contributes its partial only, not a total derivative.
         """
-        import opgraph.tensor.math as m
-        from opgraph.graph.clone import clone_replace
-
         dummies = [i.type() for i in inputs]
         outputs = self(*dummies, return_list=True)
         results: list[typing.Any] = []
@@ -462,8 +472,6 @@ class CAReduce(Op):
         output_grads: Sequence[Variable],
     ) -> list[Variable]:
         """Gradient of a max/min reduction: the incoming gradient goes to the extreme entries."""
-        import opgraph.tensor.math as m
-
         (x,), (z,), (gz,) = inputs, outputs, output_grads
         if getattr(self.scalar_op, "name", None) not in ("maximum", "minimum"):
             return self.grad(inputs, output_grads)  # a subclass's, or MethodNotDefined
@@ -474,13 +482,9 @@ class CAReduce(Op):
     def R_op(
         self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
     ) -> list[typing.Any]:
-        import opgraph.tensor.math as m
-
         if eval_points[0] is None:
             return [None]
         if getattr(self.scalar_op, "name", None) not in ("maximum", "minimum"):
-            from opgraph.graph.utils import MethodNotDefined
-
             raise MethodNotDefined(f"{self} does not define R_op")
         (x,) = inputs
         z = self(x)
@@ -593,19 +597,15 @@ class Sum(CAReduceDtype):
         dtype: str | None = None,
         acc_dtype: str | None = None,
     ) -> None:
-        from opgraph.scalar.basic import add
-
         super().__init__(add, axis, dtype, acc_dtype)
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
         (x,), (gz,) = inputs, output_grads
-        from opgraph.tensor.math import cast, fill, zeros_like
-
         if x.type.dtype not in _continuous or self._output_dtype(x.type.dtype) not in _continuous:
-            return [zeros_like(x, dtype="float64")]
-        g = fill(x, self._expand(x, gz))
+            return [m.zeros_like(x, dtype="float64")]
+        g = m.fill(x, self._expand(x, gz))
         if g.type.dtype != x.type.dtype:
-            g = cast(g, x.type.dtype)
+            g = m.cast(g, x.type.dtype)
         return [g]
 
     def L_op(
@@ -624,16 +624,189 @@ class Sum(CAReduceDtype):
         return [self(eval_points[0])]
 
 
-__all__ += ["CAReduceDtype", "Composite"]
+# ----------------------------------------------------------------------------------------
+# Theano's other reductions of this module: prod, all, any (their functions are in
+# opgraph.tensor.reduction)
 
-#: Reductions Theano defined in ``tensor/elemwise.py``; they live in opgraph.tensor.reduction.
-_MOVED = dict.fromkeys(("Prod", "ProdWithoutZeros", "All", "Any"), "reduction")
+
+def _float_zeros(x: Variable) -> Variable:
+    return m.zeros_like(x, dtype=config.floatX)
 
 
-def __getattr__(name: str) -> typing.Any:
-    """``from opgraph.tensor.elemwise import Prod`` keeps working (Theano's module path)."""
-    if name in _MOVED:
-        import importlib
+def _expand_pattern(ndim: int, axes: Sequence[int]) -> list[int | str]:
+    """DimShuffle pattern putting back the reduced ``axes`` of an ``ndim``-d input."""
+    pattern: list[int | str] = []
+    k = 0
+    for i in range(ndim):
+        if i in axes:
+            pattern.append("x")
+        else:
+            pattern.append(k)
+            k += 1
+    return pattern
 
-        return getattr(importlib.import_module(f"opgraph.tensor.{_MOVED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def _expand_reduced(v: Variable, ndim: int, axes: Sequence[int]) -> Variable:
+    v = _as_tensor(v)
+    return DimShuffle(v.type.broadcastable, _expand_pattern(ndim, axes))(v)
+
+
+class Prod(CAReduceDtype):
+    """Product over ``axis`` (all axes when None); printed ``Prod{axis=[0], acc_dtype=float64}``.
+
+    The gradient handles zeros exactly (Theano's method): a group without zeros gets
+    ``gz * prod / x``; in a group with a single zero only that entry gets the product of the
+    others; groups with several zeros get zero. ``no_zeros_in_input=True`` promises there
+    are no zeros and uses the division alone.
+    """
+
+    __props__ = ("axis", "dtype", "acc_dtype", "no_zeros_in_input")
+
+    def __init__(
+        self,
+        axis: Sequence[int] | int | None = None,
+        dtype: str | None = None,
+        acc_dtype: str | None = None,
+        no_zeros_in_input: bool = False,
+    ) -> None:
+        super().__init__(scalar_mul, axis, dtype, acc_dtype)
+        self.no_zeros_in_input = bool(no_zeros_in_input)
+
+    def L_op(
+        self,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable]:
+        (x,), (gz,) = inputs, output_grads
+        if outputs[0].type.dtype not in _continuous or x.type.dtype not in _continuous:
+            return [_float_zeros(x)]
+        axes = self._axes(x.type.ndim)
+        prod_out = _expand_reduced(outputs[0], x.type.ndim, axes)
+        gz = _expand_reduced(gz, x.type.ndim, axes)
+        without_zeros = m.true_div(m.mul(gz, prod_out), x)
+        if self.no_zeros_in_input:
+            return [without_zeros]
+        where_zeros = m.eq(x, 0.0)
+        n_zeros = m.sum(where_zeros, axis=self.axis)
+        single_zero_group = _expand_reduced(m.eq(n_zeros, 1), x.type.ndim, axes)
+        where_single_zero = m.mul(single_zero_group, where_zeros)
+        take = m.mul(single_zero_group, m.neq(gz, 0.0))
+        others = ProdWithoutZeros(axis=self.axis)(m.mul(take, x))
+        others = _expand_reduced(others, x.type.ndim, axes)
+        no_zero_group = _expand_reduced(m.eq(n_zeros, 0), x.type.ndim, axes)
+        single = m.mul(m.switch(where_single_zero, others, 0.0), gz)
+        return [m.switch(no_zero_group, without_zeros, single)]
+
+    def R_op(
+        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
+    ) -> list[typing.Any]:
+        if eval_points[0] is None:
+            return [None]
+        (x,) = inputs
+        z = self(x)
+        axes = self._axes(x.type.ndim)
+        # d prod = prod * sum(dx / x): exact where x has no zeros.
+        ratio = m.true_div(eval_points[0], x)
+        return [m.mul(z, m.sum(ratio, axis=self.axis))] if axes else [eval_points[0]]
+
+
+class ProdWithoutZeros(CAReduceDtype):
+    """Product of the non-zero entries over ``axis`` (0 for an all-zero group); used by
+    ``Prod``'s gradient. It has no gradient itself (second derivatives of prod)."""
+
+    __props__ = ("axis", "dtype", "acc_dtype")
+
+    def __init__(
+        self,
+        axis: Sequence[int] | int | None = None,
+        dtype: str | None = None,
+        acc_dtype: str | None = None,
+    ) -> None:
+        super().__init__(mul_without_zeros, axis, dtype, acc_dtype)
+
+    def perform(
+        self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
+    ) -> None:
+        (x,) = inputs
+        axes = self._axes(x.ndim)
+        nonzero = x != 0
+        p = np.multiply.reduce(np.where(nonzero, x, 1), axis=axes, dtype=self.acc_dtype)
+        res = np.where(np.logical_or.reduce(nonzero, axis=axes), p, 0)
+        output_storage[0][0] = np.asarray(res, dtype=node.outputs[0].type.numpy_dtype)
+
+    def grad(
+        self, inputs: Sequence[Variable], output_grads: Sequence[Variable]
+    ) -> list[typing.Any]:
+        return [
+            grad_not_implemented(
+                self,
+                0,
+                inputs[0],
+                "Second derivatives of prod(a) are not supported. If a has no zeros, use "
+                "prod(a, no_zeros_in_input=True).",
+            )
+        ]
+
+
+class _BoolReduce(CAReduce):
+    """Base of All and Any: non-bool inputs are compared with 0 first; output is bool."""
+
+    __props__ = ("axis",)
+    _np: typing.Any = None
+    _scalar: typing.Any = None
+
+    def __init__(self, axis: Sequence[int] | int | None = None) -> None:
+        super().__init__(self._scalar, axis)
+
+    def _output_dtype(self, idtype: str) -> str:
+        return "bool"
+
+    def make_node(self, x: typing.Any) -> Apply:
+        x = _as_tensor(x)
+        if x.type.dtype != "bool":
+            x = m.neq(x, 0)
+        return super().make_node(x)
+
+    def perform(
+        self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
+    ) -> None:
+        (x,) = inputs
+        output_storage[0][0] = np.asarray(type(self)._np(x, axis=self._axes(x.ndim)))
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
+        return [_float_zeros(inputs[0])]
+
+    def L_op(
+        self,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable]:
+        return self.grad(inputs, output_grads)
+
+    def R_op(
+        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
+    ) -> list[typing.Any]:
+        return [None]
+
+    def __str__(self) -> str:
+        name = type(self).__name__
+        return name if self.axis is None else f"{name}{{{', '.join(map(str, self.axis))}}}"
+
+
+class All(_BoolReduce):
+    """True where every element along ``axis`` is non-zero; printed ``All`` / ``All{0}``."""
+
+    _np = staticmethod(np.all)
+    _scalar = scalar_and
+
+
+class Any(_BoolReduce):
+    """True where some element along ``axis`` is non-zero; printed ``Any`` / ``Any{0}``."""
+
+    _np = staticmethod(np.any)
+    _scalar = scalar_or
+
+
+__all__ += ["All", "Any", "CAReduceDtype", "Composite", "Prod", "ProdWithoutZeros"]

@@ -7,14 +7,14 @@ searchsorted, unique) are in :mod:`opgraph.tensor.index_ops`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
-from opgraph.gradient import DisconnectedType
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op
 from opgraph.scalar.type import discrete_dtypes, upcast
 from opgraph.tensor.basic import as_tensor_variable
@@ -43,8 +43,11 @@ from opgraph.tensor.shape import (
 )
 from opgraph.tensor.shape import squeeze as squeeze
 from opgraph.tensor.structure import alloc
+from opgraph.tensor.subtensor import getitem, take
 from opgraph.tensor.type import TensorType
-from opgraph.tensor.variable import TensorVariable
+
+if TYPE_CHECKING:
+    from opgraph.tensor.variable import TensorVariable
 
 __all__ = [
     "BinCountOp",
@@ -307,8 +310,6 @@ def nonzero(a: Any, return_matrix: bool = False) -> Any:
 
     With ``return_matrix=True``, the ``(a.ndim, count)`` matrix instead.
     """
-    from opgraph.tensor.subtensor import getitem
-
     matrix = _nonzero(a)
     if return_matrix:
         return matrix
@@ -325,16 +326,12 @@ def flatnonzero(a: Any) -> TensorVariable:
 
 def nonzero_values(a: Any) -> TensorVariable:
     """The non-zero elements of ``a``, flattened."""
-    from opgraph.tensor.subtensor import getitem
-
     a = as_tensor_variable(a)
     return getitem(flatten(a), flatnonzero(a))
 
 
 def compress(condition: Any, x: Any, axis: int | None = None) -> TensorVariable:
     """The slices of ``x`` along ``axis`` where ``condition`` is true (NumPy's compress)."""
-    from opgraph.tensor.subtensor import take
-
     return take(x, flatnonzero(condition), axis=axis)
 
 
@@ -443,8 +440,6 @@ class BinCountOp(Op):
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
         grads: list[Any] = [_disconnected(), _disconnected()]
         if len(inputs) == 3:
-            from opgraph.tensor.subtensor import take
-
             grads.append(take(output_grads[0], inputs[0]))
         return grads
 

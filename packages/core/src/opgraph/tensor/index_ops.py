@@ -7,19 +7,21 @@ zero and integer inputs are disconnected. ``unique``'s values have no gradient.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
-from opgraph.graph.null_type import DisconnectedType, grad_undefined
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.null_type import DisconnectedType, grad_undefined
 from opgraph.graph.op import Op
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.shape import as_shape_vector, get_vector_length, integer_dtypes
 from opgraph.tensor.type import TensorType
-from opgraph.tensor.variable import TensorVariable
+
+if TYPE_CHECKING:
+    from opgraph.tensor.variable import TensorVariable
 
 __all__ = [
     "RavelMultiIndex",

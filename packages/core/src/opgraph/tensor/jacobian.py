@@ -19,10 +19,15 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.compile.function import function as compile_function
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.clone import clone_replace
+from opgraph.graph.null_type import DisconnectedType, NullType
 from opgraph.graph.op import Op, OutputStorage
 from opgraph.graph.traversal import graph_inputs
+from opgraph.tensor.autodiff import grad
+from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.type import TensorType
 
 __all__ = ["JacobianOp", "hessian", "jacobian", "vector_jacobian"]
@@ -89,8 +94,6 @@ class JacobianOp(Op):
     # -- building -------------------------------------------------------------------------
 
     def make_node(self, template: Any, *outer: Any) -> Apply:
-        from opgraph.tensor.basic import as_tensor_variable
-
         template = as_tensor_variable(template)
         if template.type.ndim != 1:
             raise TypeError(f"JacobianOp loops over a vector, got {template} ({template.type})")
@@ -127,9 +130,7 @@ class JacobianOp(Op):
     def function(self) -> Any:
         """The compiled inner function (compiled on first use, then cached)."""
         if self._fn is None:
-            from opgraph.compile.function import function
-
-            fn = function(
+            fn = compile_function(
                 self.inner_inputs, self.inner_outputs, mode=self.mode, on_unused_input="ignore"
             )
             fn.trust_input = True
@@ -191,8 +192,6 @@ class JacobianOp(Op):
         output_grads: Sequence[Variable],
     ) -> list[Variable]:
         """Another loop: ``sum_i Lop(row_i, inputs, g[i])`` (sequences get one row per ``i``)."""
-        from opgraph.gradient import DisconnectedType, NullType, grad
-
         e = self.inner_inputs[0]
         seq_in = self.inner_inputs[1 : 1 + self.n_seqs]
         nonseq_in = self.inner_inputs[1 + self.n_seqs :]
@@ -272,9 +271,6 @@ def vector_jacobian(
     Returns one variable per ``wrt``, of shape ``expression.shape + w.shape``, computed by a
     :class:`JacobianOp` (one vector-Jacobian product per element of ``expression``).
     """
-    from opgraph.configdefaults import config
-    from opgraph.gradient import grad
-
     if expression.type.ndim != 1:
         raise ValueError(f"vector_jacobian needs a vector expression, got {expression.type}")
     e_dtype = expression.type.dtype if _is_float(expression) else config.floatX
@@ -343,9 +339,6 @@ def jacobian(
     ``[i, ...]`` is the gradient of ``expression[i]`` with respect to ``w``: a variable
     if ``wrt`` was one, else a list (or tuple).
     """
-    from opgraph.gradient import grad
-    from opgraph.tensor.basic import as_tensor_variable
-
     expression = as_tensor_variable(expression)
     wrt_list, kind = _as_list(wrt)
     if expression.type.ndim > 1:
@@ -388,9 +381,6 @@ def hessian(
     For each ``w``, the matrix ``d2 cost / dw dw`` of shape ``(len(w), len(w))``: a variable
     if ``wrt`` was one, else a list (or tuple).
     """
-    from opgraph.gradient import grad
-    from opgraph.tensor.basic import as_tensor_variable
-
     cost = as_tensor_variable(cost)
     if cost.type.ndim != 0:
         raise ValueError(

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
-from opgraph.gradient import DisconnectedType
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op
+from opgraph.printing.pprint import FunctionPrinter, pprint
 from opgraph.scalar.type import discrete_dtypes, upcast
 from opgraph.tensor.axes import shape_padaxis
-from opgraph.tensor.basic import as_tensor_variable, patternbroadcast
+from opgraph.tensor.basic import as_tensor_of_value, as_tensor_variable, patternbroadcast
 from opgraph.tensor.shape import (
     Dim,
     as_int64,
@@ -31,8 +32,11 @@ from opgraph.tensor.shape import (
     vector_elements,
 )
 from opgraph.tensor.structure import alloc, ones
+from opgraph.tensor.subtensor import getitem
 from opgraph.tensor.type import TensorType
-from opgraph.tensor.variable import TensorVariable
+
+if TYPE_CHECKING:
+    from opgraph.tensor.variable import TensorVariable
 
 __all__ = ["Join", "Split", "concatenate", "join", "roll", "split", "stack", "tile"]
 
@@ -161,8 +165,6 @@ class Join(Op):
         if a is not None:
             sizes = [shape_i(t, a) for t in tensors]
         else:
-            from opgraph.tensor.subtensor import getitem
-
             sizes = [getitem(shape(t), axis) for t in tensors]
         pieces = Split(len(tensors))(gz, axis, make_vector(*sizes, dtype="int64"), return_list=True)
         return [_disconnected()] + [
@@ -247,6 +249,26 @@ def stack(*args: Any, **kwargs: Any) -> TensorVariable:
             raise IndexError(f"stack: axis {axis} is out of bounds for stacking scalars")
         return make_vector(*tensors)
     return join(axis, *[shape_padaxis(t, axis) for t in tensors])
+
+
+def _flatten(x: Any) -> list[Any]:
+    out, todo = [], [x]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, list | tuple):
+            todo.extend(item)
+        else:
+            out.append(item)
+    return out
+
+
+@as_tensor_of_value.register(list)
+@as_tensor_of_value.register(tuple)
+def _as_tensor_of_sequence(x: Any, name: str | None, ndim: int | None) -> TensorVariable:
+    """``as_tensor_variable([a, b])``: a ``stack`` when the list holds variables."""
+    if any(isinstance(e, Variable) for e in _flatten(x)):
+        return stack([as_tensor_variable(e) for e in x])
+    return as_tensor_of_value.dispatch(object)(x, name, ndim)
 
 
 class Split(Op):
@@ -379,8 +401,6 @@ def _reps_elements(reps: Any, ndim: int | None, x_ndim: int) -> tuple[list[Any],
         raise ValueError(
             "tile: the length of the symbolic reps vector is unknown, so ndim must be given"
         )
-    from opgraph.tensor.subtensor import getitem
-
     pad = tm.maximum(tm.sub(ndim, shape_i(r, 0)), 0)
     padded = specify_shape(join(0, ones([pad], dtype=r.type.dtype), r), (ndim,))
     return [getitem(padded, i) for i in range(ndim)], ndim
@@ -453,8 +473,6 @@ def roll(x: Any, shift: Any, axis: Any = None) -> TensorVariable:
 
 
 def _register_printers() -> None:
-    from opgraph.printing.pprint import FunctionPrinter, pprint
-
     pprint.assign(Join, FunctionPrinter("join"))
 
 

@@ -1,26 +1,36 @@
-"""Elementwise math and reductions on tensors (Theano's ``tensor.basic`` math functions).
+"""Elementwise math on tensors (Theano's ``tensor.basic`` math functions), ``cast`` and ``sum``.
 
 Each elementwise function is an ``Elemwise`` over a scalar op, named as Theano names it
 (``Elemwise{add,no_inplace}``), with an in-place twin (``add_inplace``) for the in-place
 rewrite. The module doubles as the math namespace that scalar-op gradients are written
-against, so it exposes the same function names as ``opgraph.scalar.basic``.
+against, so it exposes the same function names as ``opgraph.scalar.basic``; it registers
+itself as such with :mod:`opgraph.tensor.elemwise`. The other reductions, the products,
+the cumulative ops and the statistics live in modules above this one (``reduction``,
+``dot``, ``cumulative``, ``statistics``); ``opgraph.tensor`` gathers them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
 from typing import Any
 
 import numpy as np
 
 import opgraph.scalar.basic as ps
 import opgraph.scalar.extra as px
-from opgraph.graph.basic import Apply, Constant, Variable
-from opgraph.graph.op import Op
-from opgraph.scalar.type import ScalarType, discrete_dtypes, get_scalar_type
+from opgraph.configdefaults import config
+from opgraph.graph.basic import Constant, Variable
+from opgraph.printing.pprint import (
+    FunctionPrinter,
+    IgnorePrinter,
+    OperatorPrinter,
+    PatternPrinter,
+    pprint,
+)
+from opgraph.scalar.type import discrete_dtypes, get_scalar_type
+from opgraph.tensor import elemwise as _elemwise
 from opgraph.tensor.basic import as_tensor_variable, constant
 from opgraph.tensor.elemwise import CAReduce, CAReduceDtype, DimShuffle, Elemwise, Sum
-from opgraph.tensor.type import TensorType
 
 __all__ = [  # noqa: RUF022 (grouped by topic)
     # elementwise arithmetic and comparisons
@@ -52,7 +62,6 @@ __all__ = [  # noqa: RUF022 (grouped by topic)
     "eq",
     "neq",
     "isclose",
-    "allclose",
     "isnan",
     "isinf",
     # logical and bitwise
@@ -121,11 +130,6 @@ __all__ = [  # noqa: RUF022 (grouped by topic)
     "zeros_like",
     "ones_like",
     "sum",
-    # scalar <-> tensor
-    "ScalarFromTensor",
-    "TensorFromScalar",
-    "scalar_from_tensor",
-    "tensor_from_scalar",
     # helpers
     "CAReduce",
     "CAReduceDtype",
@@ -330,21 +334,10 @@ def isclose(
     return out
 
 
-def allclose(
-    a: Any, b: Any, rtol: float = 1.0e-5, atol: float = 1.0e-8, equal_nan: bool = False
-) -> Variable:
-    """True (a bool scalar) if every element of ``a`` is close to ``b`` (see :func:`isclose`)."""
-    from opgraph.tensor.reduction import all as tall
-
-    return tall(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
-
-
 def cast(x: Any, dtype: str) -> Variable:
     """Cast ``x`` to ``dtype`` (``'floatX'`` allowed); identity if it already has it."""
     x = as_tensor_variable(x)
     if dtype == "floatX":
-        from opgraph.configdefaults import config
-
         dtype = config.floatX
     dtype = str(np.dtype(dtype))
     if x.type.dtype == dtype:
@@ -429,52 +422,6 @@ def sum(
     return _keepdims(x, out, axes) if keepdims else out
 
 
-class TensorFromScalar(Op):
-    """A 0-d tensor holding the value of a scalar variable."""
-
-    __props__ = ()
-
-    def make_node(self, s: Any) -> Apply:
-        s = ps.as_scalar(s)
-        if not isinstance(s.type, ScalarType):
-            raise TypeError(f"TensorFromScalar needs a scalar, got {s}")
-        return Apply(self, [s], [TensorType(s.type.dtype, ())()])
-
-    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
-        output_storage[0][0] = np.asarray(inputs[0], dtype=node.outputs[0].type.dtype)
-
-    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
-        return [()]
-
-    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
-        return [scalar_from_tensor(output_grads[0])]
-
-
-class ScalarFromTensor(Op):
-    """The scalar value of a 0-d tensor."""
-
-    __props__ = ()
-
-    def make_node(self, t: Any) -> Apply:
-        t = as_tensor_variable(t)
-        if t.type.ndim != 0:
-            raise TypeError(f"ScalarFromTensor needs a 0-d tensor, got {t} of type {t.type}")
-        return Apply(self, [t], [get_scalar_type(t.type.dtype)()])
-
-    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
-        output_storage[0][0] = inputs[0][()]
-
-    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
-        return [()]
-
-    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
-        return [tensor_from_scalar(output_grads[0])]
-
-
-tensor_from_scalar = TensorFromScalar()
-scalar_from_tensor = ScalarFromTensor()
-
-
 def is_discrete(x: Variable) -> bool:
     """True for integer and bool tensors."""
     return x.type.dtype in discrete_dtypes
@@ -511,13 +458,6 @@ class _ScalarOpIs:
 
 
 def _register_printers() -> None:
-    from opgraph.printing.pprint import (
-        FunctionPrinter,
-        IgnorePrinter,
-        OperatorPrinter,
-        pprint,
-    )
-
     operators = {
         add: OperatorPrinter("+", -2, "either"),
         mul: OperatorPrinter("*", -1, "either"),
@@ -528,12 +468,8 @@ def _register_printers() -> None:
         mod: OperatorPrinter("%", -1, "left"),
         pow: OperatorPrinter("**", 1, "right"),
     }
-    from opgraph.printing.pprint import PatternPrinter, special
-    from opgraph.tensor.dot import Dot
-
     pprint.assign(DimShuffle, _DimShufflePrinter())
     pprint.assign(Sum, FunctionPrinter("sum"))
-    pprint.assign(Dot, OperatorPrinter(special["middle_dot"], -1, "left"))
     pprint.assign(
         lambda pstate, r: (
             r.owner is not None
@@ -551,24 +487,5 @@ def _register_printers() -> None:
     pprint.assign(_ScalarOpIs(ps.abs_), PatternPrinter(("|%(0)s|", -1000)))
 
 
-# ----------------------------------------------------------------------------------------
-# The rest of the math namespace lives in modules of its own (they import from this one,
-# so they come last): reductions, statistics, cumulative ops and products.
-
-from opgraph.tensor import cumulative as _cumulative  # noqa: E402
-from opgraph.tensor import dot as _dot_module  # noqa: E402
-from opgraph.tensor import reduction as _reduction  # noqa: E402
-from opgraph.tensor import statistics as _statistics  # noqa: E402
-from opgraph.tensor.cumulative import *  # noqa: E402, F403
-from opgraph.tensor.dot import *  # noqa: E402, F403
-from opgraph.tensor.reduction import *  # noqa: E402, F403
-from opgraph.tensor.statistics import *  # noqa: E402, F403
-
-__all__ += [
-    *_reduction.__all__,
-    *_statistics.__all__,
-    *_cumulative.__all__,
-    *_dot_module.__all__,
-]
-
 _register_printers()
+_elemwise.set_math_namespace(sys.modules[__name__])

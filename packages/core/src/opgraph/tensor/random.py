@@ -20,25 +20,23 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Variable
+from opgraph.tensor.basic import as_tensor_variable, constant
 from opgraph.tensor.random_ops import (
     RandomFunction,
-    RandomGeneratorSharedVariable,
     RandomGeneratorType,
-    RandomStateSharedVariable,
     RandomStateType,
     random_generator_type,
-    random_shared_constructor,
     random_state_type,
     size_vector,
 )
+from opgraph.tensor.shape import get_vector_length
 from opgraph.tensor.type import TensorType
 
 __all__ = [
     "RandomFunction",
-    "RandomGeneratorSharedVariable",
     "RandomGeneratorType",
-    "RandomStateSharedVariable",
     "RandomStateType",
     "binomial",
     "choice",
@@ -49,7 +47,6 @@ __all__ = [
     "poisson",
     "random_generator_type",
     "random_integers",
-    "random_shared_constructor",
     "random_state_type",
     "uniform",
 ]
@@ -57,8 +54,6 @@ __all__ = [
 
 def _vector_length(v: Variable) -> int | None:
     """The length of an integer vector when the graph says it, else None."""
-    from opgraph.tensor.shape import get_vector_length
-
     try:
         return get_vector_length(v)
     except ValueError:
@@ -114,16 +109,12 @@ def _infer_ndim_bcast(
 
 
 def _float_dtype(dtype: str | None, *params: Variable) -> str:
-    from opgraph.configdefaults import config
-
     if dtype is not None:
         return str(np.dtype(config.floatX if dtype == "floatX" else dtype))
     return str(np.result_type(config.floatX, *[p.type.dtype for p in params]))
 
 
 def _tensors(*values: Any) -> list[Variable]:
-    from opgraph.tensor.basic import as_tensor_variable
-
     return [as_tensor_variable(v) for v in values]
 
 
@@ -236,8 +227,6 @@ def choice(
     dtype: str = "int64",
 ) -> list[Variable]:
     """Samples from ``a`` (``range(a)`` if a scalar), with probabilities ``p`` (None: uniform)."""
-    from opgraph.tensor.basic import constant
-
     (a,) = _tensors(a)
     if a.type.ndim > 1:
         raise TypeError(f"choice: a must be a scalar or a vector, got {a} of type {a.type}")

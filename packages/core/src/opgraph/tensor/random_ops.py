@@ -18,20 +18,20 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.compile.sharedvalue import SharedVariable
 from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.null_type import grad_undefined
 from opgraph.graph.op import Op, OutputStorage
 from opgraph.graph.type import Type
+from opgraph.tensor.basic import as_tensor_variable, constant
+from opgraph.tensor.math import cast
+from opgraph.tensor.shape import make_vector, vector_elements
 from opgraph.tensor.type import TensorType, describe_value
 
 __all__ = [
     "RandomFunction",
-    "RandomGeneratorSharedVariable",
     "RandomGeneratorType",
-    "RandomStateSharedVariable",
     "RandomStateType",
     "random_generator_type",
-    "random_shared_constructor",
     "random_state_type",
 ]
 
@@ -109,41 +109,6 @@ class RandomGeneratorType(_RandomType):
 
 random_state_type = RandomStateType()
 random_generator_type = RandomGeneratorType()
-
-
-class RandomStateSharedVariable(SharedVariable):
-    """A shared ``numpy.random.RandomState`` (``opgraph.shared(np.random.RandomState(0))``)."""
-
-
-class RandomGeneratorSharedVariable(SharedVariable):
-    """A shared ``numpy.random.Generator`` (``opgraph.shared(np.random.default_rng(0))``)."""
-
-
-def random_shared_constructor(
-    value: Any,
-    name: str | None = None,
-    strict: bool = False,
-    allow_downcast: bool | None = None,
-    borrow: bool = False,
-) -> SharedVariable | None:
-    """A shared variable for a NumPy ``RandomState`` or ``Generator``; None for other values.
-
-    The generator is deep-copied unless ``borrow`` (a plain copy would share its bit
-    generator, so draws through the function would advance the caller's generator).
-    """
-    if isinstance(value, np.random.RandomState):
-        cls, rtype = RandomStateSharedVariable, random_state_type
-    elif isinstance(value, np.random.Generator):
-        cls, rtype = RandomGeneratorSharedVariable, random_generator_type
-    else:
-        return None
-    return cls(
-        name=name,
-        type=rtype,
-        value=value if borrow else copy.deepcopy(value),
-        strict=strict,
-        allow_downcast=allow_downcast,
-    )
 
 
 # -- draws ----------------------------------------------------------------------------------
@@ -281,8 +246,6 @@ class RandomFunction(Op):
         return f"RandomFunction{{{getattr(self.exec_fn, '__name__', self.fn)}}}"
 
     def make_node(self, r: Any, shape: Any, *args: Any) -> Apply:
-        from opgraph.tensor.basic import as_tensor_variable
-
         if not isinstance(r, Variable) or not isinstance(r.type, _RandomType):
             raise TypeError(
                 f"{self} needs a symbolic random state as first input, got "
@@ -322,8 +285,6 @@ class RandomFunction(Op):
         return False
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
-        from opgraph.gradient import grad_undefined
-
         return [
             grad_undefined(self, k, inp, "there is no gradient through a random draw")
             for k, inp in enumerate(inputs)
@@ -339,8 +300,6 @@ class RandomFunction(Op):
             added = _added_dims(self.exec_fn, params, param_shapes)
         if not automatic:
             n = ndim - self.ndim_added
-            from opgraph.tensor.shape import vector_elements
-
             size = vector_elements(shp, n)
             return [None, (*size, *added)]
         if self.exec_fn is choice_helper:
@@ -364,8 +323,6 @@ class _Dropped:
 
 
 def _added_dims(fn: Any, params: Sequence[Variable], shapes: Sequence[Any]) -> list[Any]:
-    from opgraph.tensor.math import cast
-
     if fn is permutation_helper:
         return [cast(params[0], "int64")]
     return [shapes[1][-1]]
@@ -388,9 +345,6 @@ def _broadcast_shape(params: Sequence[Any], shapes: Sequence[Any], ndim: int) ->
 
 def size_vector(size: Any) -> Variable:
     """``size`` as an int64 vector: a tuple of ints and scalars, or an integer vector."""
-    from opgraph.tensor.basic import as_tensor_variable, constant
-    from opgraph.tensor.math import cast
-
     if size is None:
         return constant(np.zeros(0, dtype="int64"))
     if isinstance(size, list | tuple):
@@ -408,10 +362,6 @@ def size_vector(size: Any) -> Variable:
 
 def stack_scalars(items: Sequence[Any]) -> Variable:
     """An int64 vector (``MakeVector{dtype='int64'}``) of the scalars ``items``."""
-    from opgraph.tensor.basic import as_tensor_variable, constant
-    from opgraph.tensor.math import cast
-    from opgraph.tensor.shape import make_vector
-
     scalars = [
         cast(as_tensor_variable(s), "int64")
         if isinstance(s, Variable)

@@ -17,25 +17,26 @@ from collections.abc import Sequence
 import numpy as np
 
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op
-from opgraph.scalar.basic import and_ as scalar_and
-from opgraph.scalar.basic import mul as scalar_mul
-from opgraph.scalar.basic import or_ as scalar_or
-from opgraph.scalar.extra import mul_without_zeros
 from opgraph.scalar.type import discrete_dtypes
 from opgraph.tensor.basic import as_tensor_variable
-from opgraph.tensor.elemwise import CAReduce, CAReduceDtype, DimShuffle
+from opgraph.tensor.elemwise import (
+    All,
+    Any,
+    Prod,
+    ProdWithoutZeros,
+    _expand_reduced,
+    _float_zeros,
+)
 from opgraph.tensor.math import (
     _keepdims,
     _normalize_axis,
     eq,
     invert,
+    isclose,
     mul,
     neg,
-    neq,
-    switch,
-    true_div,
-    zeros_like,
 )
 from opgraph.tensor.math import sum as tsum
 from opgraph.tensor.type import TensorType
@@ -48,6 +49,7 @@ __all__ = [
     "Prod",
     "ProdWithoutZeros",
     "all",
+    "allclose",
     "any",
     "argmax",
     "argmin",
@@ -60,132 +62,8 @@ __all__ = [
 _continuous = ("float16", "float32", "float64", "complex64", "complex128")
 
 
-def _float_zeros(x: Variable) -> Variable:
-    from opgraph.configdefaults import config
-
-    return zeros_like(x, dtype=config.floatX)
-
-
-def _expand_pattern(ndim: int, axes: Sequence[int]) -> list[int | str]:
-    """DimShuffle pattern putting back the reduced ``axes`` of an ``ndim``-d input."""
-    pattern: list[int | str] = []
-    k = 0
-    for i in range(ndim):
-        if i in axes:
-            pattern.append("x")
-        else:
-            pattern.append(k)
-            k += 1
-    return pattern
-
-
-def _expand(v: Variable, ndim: int, axes: Sequence[int]) -> Variable:
-    v = as_tensor_variable(v)
-    return DimShuffle(v.type.broadcastable, _expand_pattern(ndim, axes))(v)
-
-
 # ----------------------------------------------------------------------------------------
 # prod
-
-
-class Prod(CAReduceDtype):
-    """Product over ``axis`` (all axes when None); printed ``Prod{axis=[0], acc_dtype=float64}``.
-
-    The gradient handles zeros exactly (Theano's method): a group without zeros gets
-    ``gz * prod / x``; in a group with a single zero only that entry gets the product of the
-    others; groups with several zeros get zero. ``no_zeros_in_input=True`` promises there
-    are no zeros and uses the division alone.
-    """
-
-    __props__ = ("axis", "dtype", "acc_dtype", "no_zeros_in_input")
-
-    def __init__(
-        self,
-        axis: Sequence[int] | int | None = None,
-        dtype: str | None = None,
-        acc_dtype: str | None = None,
-        no_zeros_in_input: bool = False,
-    ) -> None:
-        super().__init__(scalar_mul, axis, dtype, acc_dtype)
-        self.no_zeros_in_input = bool(no_zeros_in_input)
-
-    def L_op(
-        self,
-        inputs: Sequence[Variable],
-        outputs: Sequence[Variable],
-        output_grads: Sequence[Variable],
-    ) -> list[Variable]:
-        (x,), (gz,) = inputs, output_grads
-        if outputs[0].type.dtype not in _continuous or x.type.dtype not in _continuous:
-            return [_float_zeros(x)]
-        axes = self._axes(x.type.ndim)
-        prod_out = _expand(outputs[0], x.type.ndim, axes)
-        gz = _expand(gz, x.type.ndim, axes)
-        without_zeros = true_div(mul(gz, prod_out), x)
-        if self.no_zeros_in_input:
-            return [without_zeros]
-        where_zeros = eq(x, 0.0)
-        n_zeros = tsum(where_zeros, axis=self.axis)
-        single_zero_group = _expand(eq(n_zeros, 1), x.type.ndim, axes)
-        where_single_zero = mul(single_zero_group, where_zeros)
-        take = mul(single_zero_group, neq(gz, 0.0))
-        others = ProdWithoutZeros(axis=self.axis)(mul(take, x))
-        others = _expand(others, x.type.ndim, axes)
-        no_zero_group = _expand(eq(n_zeros, 0), x.type.ndim, axes)
-        single = mul(switch(where_single_zero, others, 0.0), gz)
-        return [switch(no_zero_group, without_zeros, single)]
-
-    def R_op(
-        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
-    ) -> list[typing.Any]:
-        if eval_points[0] is None:
-            return [None]
-        (x,) = inputs
-        z = self(x)
-        axes = self._axes(x.type.ndim)
-        # d prod = prod * sum(dx / x): exact where x has no zeros.
-        ratio = true_div(eval_points[0], x)
-        return [mul(z, tsum(ratio, axis=self.axis))] if axes else [eval_points[0]]
-
-
-class ProdWithoutZeros(CAReduceDtype):
-    """Product of the non-zero entries over ``axis`` (0 for an all-zero group); used by
-    ``Prod``'s gradient. It has no gradient itself (second derivatives of prod)."""
-
-    __props__ = ("axis", "dtype", "acc_dtype")
-
-    def __init__(
-        self,
-        axis: Sequence[int] | int | None = None,
-        dtype: str | None = None,
-        acc_dtype: str | None = None,
-    ) -> None:
-        super().__init__(mul_without_zeros, axis, dtype, acc_dtype)
-
-    def perform(
-        self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
-    ) -> None:
-        (x,) = inputs
-        axes = self._axes(x.ndim)
-        nonzero = x != 0
-        p = np.multiply.reduce(np.where(nonzero, x, 1), axis=axes, dtype=self.acc_dtype)
-        res = np.where(np.logical_or.reduce(nonzero, axis=axes), p, 0)
-        output_storage[0][0] = np.asarray(res, dtype=node.outputs[0].type.numpy_dtype)
-
-    def grad(
-        self, inputs: Sequence[Variable], output_grads: Sequence[Variable]
-    ) -> list[typing.Any]:
-        from opgraph.gradient import grad_not_implemented
-
-        return [
-            grad_not_implemented(
-                self,
-                0,
-                inputs[0],
-                "Second derivatives of prod(a) are not supported. If a has no zeros, use "
-                "prod(a, no_zeros_in_input=True).",
-            )
-        ]
 
 
 def prod(
@@ -219,66 +97,6 @@ def prod(
 
 # ----------------------------------------------------------------------------------------
 # all / any
-
-
-class _BoolReduce(CAReduce):
-    """Base of All and Any: non-bool inputs are compared with 0 first; output is bool."""
-
-    __props__ = ("axis",)
-    _np: typing.Any = None
-    _scalar: typing.Any = None
-
-    def __init__(self, axis: Sequence[int] | int | None = None) -> None:
-        super().__init__(self._scalar, axis)
-
-    def _output_dtype(self, idtype: str) -> str:
-        return "bool"
-
-    def make_node(self, x: typing.Any) -> Apply:
-        x = as_tensor_variable(x)
-        if x.type.dtype != "bool":
-            x = neq(x, 0)
-        return super().make_node(x)
-
-    def perform(
-        self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
-    ) -> None:
-        (x,) = inputs
-        output_storage[0][0] = np.asarray(type(self)._np(x, axis=self._axes(x.ndim)))
-
-    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
-        return [_float_zeros(inputs[0])]
-
-    def L_op(
-        self,
-        inputs: Sequence[Variable],
-        outputs: Sequence[Variable],
-        output_grads: Sequence[Variable],
-    ) -> list[Variable]:
-        return self.grad(inputs, output_grads)
-
-    def R_op(
-        self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
-    ) -> list[typing.Any]:
-        return [None]
-
-    def __str__(self) -> str:
-        name = type(self).__name__
-        return name if self.axis is None else f"{name}{{{', '.join(map(str, self.axis))}}}"
-
-
-class All(_BoolReduce):
-    """True where every element along ``axis`` is non-zero; printed ``All`` / ``All{0}``."""
-
-    _np = staticmethod(np.all)
-    _scalar = scalar_and
-
-
-class Any(_BoolReduce):
-    """True where some element along ``axis`` is non-zero; printed ``Any`` / ``Any{0}``."""
-
-    _np = staticmethod(np.any)
-    _scalar = scalar_or
 
 
 def all(x: typing.Any, axis: typing.Any = None, keepdims: bool = False) -> Variable:
@@ -370,8 +188,6 @@ class MaxAndArgmax(Op):
         outputs: Sequence[Variable],
         output_grads: Sequence[Variable],
     ) -> list[typing.Any]:
-        from opgraph.gradient import DisconnectedType
-
         (x,) = inputs
         g_max = output_grads[0]
         if isinstance(g_max.type, DisconnectedType):
@@ -381,7 +197,12 @@ class MaxAndArgmax(Op):
         if x.type.dtype not in _continuous:
             return [_float_zeros(x)]
         nd = x.type.ndim
-        return [mul(eq(_expand(outputs[0], nd, self.axis), x), _expand(g_max, nd, self.axis))]
+        return [
+            mul(
+                eq(_expand_reduced(outputs[0], nd, self.axis), x),
+                _expand_reduced(g_max, nd, self.axis),
+            )
+        ]
 
     def R_op(
         self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]
@@ -390,7 +211,7 @@ class MaxAndArgmax(Op):
             return [None, None]
         (x,) = inputs
         xmax = self(x)[0]
-        mask = eq(x, _expand(xmax, x.type.ndim, self.axis))
+        mask = eq(x, _expand_reduced(xmax, x.type.ndim, self.axis))
         return [tsum(mul(mask, eval_points[0]), axis=self.axis), None]
 
 
@@ -482,3 +303,14 @@ def argmin(x: typing.Any, axis: typing.Any = None, keepdims: bool = False) -> Va
     """Index (int64) of the minimum of ``x`` along ``axis``."""
     x = as_tensor_variable(x)
     return argmax(_reversed_order(x), axis=axis, keepdims=keepdims)
+
+
+def allclose(
+    a: typing.Any,
+    b: typing.Any,
+    rtol: float = 1.0e-5,
+    atol: float = 1.0e-8,
+    equal_nan: bool = False,
+) -> Variable:
+    """True (a bool scalar) if every element of ``a`` is close to ``b`` (see :func:`isclose`)."""
+    return all(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))

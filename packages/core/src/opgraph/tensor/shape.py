@@ -11,16 +11,17 @@ without evaluating it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
-from opgraph.gradient import DisconnectedType
 from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op
+from opgraph.printing.pprint import MemberPrinter, pprint
 from opgraph.scalar.type import discrete_dtypes, int_dtypes, uint_dtypes, upcast
 from opgraph.tensor.axes import expand_dims as expand_dims
 from opgraph.tensor.axes import shape_padaxis as shape_padaxis
@@ -28,10 +29,13 @@ from opgraph.tensor.axes import shape_padleft as shape_padleft
 from opgraph.tensor.axes import shape_padright as shape_padright
 from opgraph.tensor.axes import squeeze as squeeze
 from opgraph.tensor.axes import transpose as transpose
-from opgraph.tensor.basic import Rebroadcast, as_tensor_variable, constant
+from opgraph.tensor.basic import Rebroadcast, TensorFromScalar, as_tensor_variable, constant
 from opgraph.tensor.elemwise import DimShuffle
+from opgraph.tensor.subtensor import get_idx_list, getitem
 from opgraph.tensor.type import TensorType
-from opgraph.tensor.variable import TensorVariable
+
+if TYPE_CHECKING:
+    from opgraph.tensor.variable import TensorVariable
 
 __all__ = [
     "MakeVector",
@@ -73,7 +77,7 @@ def scalar_constant(v: Any) -> Any:
         if owner is None:
             return None
         op = owner.op
-        if isinstance(op, DimShuffle | Rebroadcast | tm.TensorFromScalar):
+        if isinstance(op, DimShuffle | Rebroadcast | TensorFromScalar):
             v = owner.inputs[0]
         elif isinstance(op, Shape_i):
             inner = owner.inputs[0]
@@ -163,8 +167,6 @@ def get_vector_length(v: Any) -> int:
 
 def _subtensor_length(node: Apply) -> int | None:
     """The length of ``v[a:b:c]`` with constant bounds, for ``v`` of known length."""
-    from opgraph.tensor.subtensor import get_idx_list
-
     entries = get_idx_list(node.inputs, node.op.idx_list)
     if len(entries) != 1 or not isinstance(entries[0], slice):
         return None
@@ -200,8 +202,6 @@ def vector_elements(v: Any, n: int | None = None) -> list[Dim]:
         return out
     if owner is not None and isinstance(owner.op, Shape):
         return [shape_i(owner.inputs[0], i) for i in range(n)]
-    from opgraph.tensor.subtensor import getitem
-
     return [getitem(v, i) for i in range(n)]
 
 
@@ -275,8 +275,6 @@ class MakeVector(Op):
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
         if self.dtype in discrete_dtypes:
             return [tm.zeros_like(i, dtype=config.floatX) for i in inputs]
-        from opgraph.tensor.subtensor import getitem
-
         return [getitem(output_grads[0], k) for k in range(len(inputs))]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
@@ -593,8 +591,6 @@ class _MakeVectorPrinter:
 
 
 def _register_printers() -> None:
-    from opgraph.printing.pprint import MemberPrinter, pprint
-
     pprint.assign(Shape, MemberPrinter("shape"))
     pprint.assign(MakeVector, _MakeVectorPrinter())
 

@@ -22,7 +22,7 @@ import numpy as np
 from opgraph.compile.sharedvalue import SharedVariable
 from opgraph.graph.basic import Variable
 from opgraph.tensor import random as raw_random
-from opgraph.tensor.random_ops import random_shared_constructor
+from opgraph.tensor.sharedvar import random_shared_constructor
 
 __all__ = ["RandomStreams", "RandomStreamsBase"]
 

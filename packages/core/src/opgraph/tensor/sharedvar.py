@@ -1,16 +1,27 @@
-"""Shared tensors: ``opgraph.shared(numpy_array)`` builds a TensorSharedVariable."""
+"""Core's shared variables: ``opgraph.shared(numpy_array)`` builds a TensorSharedVariable,
+``opgraph.shared(numpy.random.RandomState(0))`` a RandomStateSharedVariable.
+"""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
 
 from opgraph.compile.sharedvalue import SharedVariable
+from opgraph.configdefaults import config
+from opgraph.tensor.random_ops import random_generator_type, random_state_type
 from opgraph.tensor.type import TensorType
 from opgraph.tensor.variable import _tensor_py_operators
 
-__all__ = ["TensorSharedVariable", "tensor_shared_constructor"]
+__all__ = [
+    "RandomGeneratorSharedVariable",
+    "RandomStateSharedVariable",
+    "TensorSharedVariable",
+    "random_shared_constructor",
+    "tensor_shared_constructor",
+]
 
 
 class TensorSharedVariable(_tensor_py_operators, SharedVariable):
@@ -43,8 +54,6 @@ def tensor_shared_constructor(
         value, str
     ):
         if isinstance(value, float) and not isinstance(value, np.generic):
-            from opgraph.configdefaults import config
-
             arr = np.asarray(value, dtype=config.floatX)
         elif isinstance(value, bool | int) and not isinstance(value, np.generic):
             arr = np.asarray(value, dtype="int64")
@@ -59,4 +68,39 @@ def tensor_shared_constructor(
     ttype = TensorType(str(arr.dtype), broadcastable, shape=shape)
     return TensorSharedVariable(
         name=name, type=ttype, value=arr, strict=strict, allow_downcast=allow_downcast
+    )
+
+
+class RandomStateSharedVariable(SharedVariable):
+    """A shared ``numpy.random.RandomState`` (``opgraph.shared(np.random.RandomState(0))``)."""
+
+
+class RandomGeneratorSharedVariable(SharedVariable):
+    """A shared ``numpy.random.Generator`` (``opgraph.shared(np.random.default_rng(0))``)."""
+
+
+def random_shared_constructor(
+    value: Any,
+    name: str | None = None,
+    strict: bool = False,
+    allow_downcast: bool | None = None,
+    borrow: bool = False,
+) -> SharedVariable | None:
+    """A shared variable for a NumPy ``RandomState`` or ``Generator``; None for other values.
+
+    The generator is deep-copied unless ``borrow`` (a plain copy would share its bit
+    generator, so draws through the function would advance the caller's generator).
+    """
+    if isinstance(value, np.random.RandomState):
+        cls, rtype = RandomStateSharedVariable, random_state_type
+    elif isinstance(value, np.random.Generator):
+        cls, rtype = RandomGeneratorSharedVariable, random_generator_type
+    else:
+        return None
+    return cls(
+        name=name,
+        type=rtype,
+        value=value if borrow else copy.deepcopy(value),
+        strict=strict,
+        allow_downcast=allow_downcast,
     )

@@ -18,6 +18,7 @@ from opgraph.scalar.type import upcast
 from opgraph.tensor import math as tm
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.nlinalg.basic import (
+    _dot,
     check_square,
     finite,
     float_input,
@@ -26,6 +27,8 @@ from opgraph.tensor.nlinalg.basic import (
     store,
     work_array,
 )
+from opgraph.tensor.shape import reshape, shape_i
+from opgraph.tensor.structure import arange
 from opgraph.tensor.type import TensorType
 
 
@@ -70,9 +73,6 @@ MATRIX_STRUCTURES = (
 
 def _triangle_mask(x: Variable, k: int, lower: bool) -> Variable:
     """Boolean mask of the entries ``j <= i + k`` (lower) or ``j >= i + k`` (upper) of ``x``."""
-    from opgraph.tensor.shape import shape_i
-    from opgraph.tensor.structure import arange
-
     rows = arange(shape_i(x, 0)).dimshuffle(0, "x") + k
     cols = arange(shape_i(x, 1)).dimshuffle("x", 0)
     return tm.ge(rows, cols) if lower else tm.le(rows, cols)
@@ -254,8 +254,6 @@ class Solve(Op):
         store(output_storage[0], out, node.outputs[0])
 
     def L_op(self, inputs: Sequence[Variable], outputs: Sequence[Variable], grads: Any) -> list:
-        from opgraph.tensor.nlinalg.basic import _dot
-
         (A, _b), (c,), (c_bar,) = inputs, outputs, grads
         transposed = {
             "lower_triangular": "upper_triangular",
@@ -439,8 +437,6 @@ def kron(a: Any, b: Any) -> Variable:
     The blocks ``a[i, j] * b`` laid out in ``a``'s shape; built from a broadcast product
     and a reshape, so it is differentiable and its gradient needs no special Op.
     """
-    from opgraph.tensor.shape import reshape
-
     a, b = as_tensor_variable(a), as_tensor_variable(b)
     nd = max(a.type.ndim, b.type.ndim)
     if nd == 0:

@@ -7,20 +7,22 @@ from: ``PermuteAlongAxis`` applies the inverse of the sorting permutation.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
-from opgraph.gradient import DisconnectedType
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op
 from opgraph.scalar.type import discrete_dtypes
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.shape import flatten, int_scalar, integer_dtypes, scalar_constant
 from opgraph.tensor.type import TensorType
-from opgraph.tensor.variable import TensorVariable
+
+if TYPE_CHECKING:
+    from opgraph.tensor.variable import TensorVariable
 
 __all__ = ["ArgSortOp", "PermuteAlongAxis", "SortOp", "argsort", "sort"]
 

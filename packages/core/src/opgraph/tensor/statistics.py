@@ -15,6 +15,7 @@ from opgraph.graph.basic import Variable
 from opgraph.scalar.type import complex_dtypes, discrete_dtypes
 from opgraph.tensor.basic import as_tensor_variable, constant
 from opgraph.tensor.elemwise import DimShuffle
+from opgraph.tensor.gradblock import disconnected_grad
 from opgraph.tensor.math import (
     _keepdims,
     _normalize_axis,
@@ -37,6 +38,7 @@ from opgraph.tensor.math import (
 from opgraph.tensor.math import sum as tsum
 from opgraph.tensor.reduction import max as tmax
 from opgraph.tensor.reduction import min as tmin
+from opgraph.tensor.shape import shape
 
 __all__ = ["logsumexp", "mean", "norm", "std", "var"]
 
@@ -47,8 +49,6 @@ def _axes_list(x: Variable, axis: Any) -> list[int]:
 
 
 def _shape(x: Variable) -> Variable:
-    from opgraph.tensor.shape import shape
-
     return shape(x)
 
 
@@ -179,8 +179,6 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Variable:
     the gradient is ``softmax(x)`` along ``axis``. An empty axis raises ValueError when the
     function runs (the maximum of an empty array is undefined).
     """
-    from opgraph.gradient import disconnected_grad
-
     x = as_tensor_variable(x)
     if x.type.dtype in complex_dtypes:
         raise TypeError(f"logsumexp needs a real tensor, got {x} of type {x.type}")

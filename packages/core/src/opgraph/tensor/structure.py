@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
-from opgraph.gradient import DisconnectedType
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op
+from opgraph.printing.pprint import FunctionPrinter, pprint
 from opgraph.scalar.type import discrete_dtypes, int_dtypes, uint_dtypes, upcast
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.shape import (
@@ -27,7 +28,9 @@ from opgraph.tensor.shape import (
     vector_elements,
 )
 from opgraph.tensor.type import TensorType
-from opgraph.tensor.variable import TensorVariable
+
+if TYPE_CHECKING:
+    from opgraph.tensor.variable import TensorVariable
 
 __all__ = [
     "ARange",
@@ -415,8 +418,6 @@ def identity_like(x: Any) -> TensorVariable:
 
 
 def _register_printers() -> None:
-    from opgraph.printing.pprint import FunctionPrinter, pprint
-
     pprint.assign(Alloc, FunctionPrinter("alloc"))
 
 

@@ -20,22 +20,27 @@ from typing import Any
 import numpy as np
 
 import opgraph.scalar.basic as ps
+import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op
 from opgraph.graph.type import Type
 from opgraph.graph.utils import MethodNotDefined
+from opgraph.plugins.namespaces import module_getattr
 from opgraph.scalar.type import ScalarType, discrete_dtypes
 from opgraph.tensor.basic import as_tensor_variable
-from opgraph.tensor.subtensor import (
+from opgraph.tensor.subtensor_basic import (
     _as_dim,
     _as_scalar_index,
     _constant_int,
     _floatx,
-    _m,
+    check_inc_shape,
+    check_inc_value,
+    inc_grads,
+    inc_R_op,
     index_dtypes,
     slice_length,
 )
-from opgraph.tensor.subtensor_inc import check_inc_shape, check_inc_value, inc_grads, inc_R_op
 from opgraph.tensor.type import TensorType
 
 __all__ = [
@@ -135,8 +140,6 @@ class MakeSlice(Op):
         return [[False] for _ in node.inputs]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
-        from opgraph.gradient import DisconnectedType
-
         return [DisconnectedType()() for _ in inputs]
 
 
@@ -328,21 +331,18 @@ class AdvancedSubtensor1(Op):
         return [[True], [False]]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
-        from opgraph.gradient import DisconnectedType
-
         (x, ilist), (gz,) = inputs, output_grads
         if self.sparse_grad:
             if x.type.ndim != 2:
                 raise TypeError(
                     f"AdvancedSubtensor1: a sparse gradient needs a matrix, got {x} ({x.type})"
                 )
-            from opgraph import sparse
-
+            sparse = module_getattr("sparse")
             first = sparse.construct_sparse_from_list(x, gz, ilist)
         elif x.type.dtype in discrete_dtypes:
-            first = _m().zeros_like(x, dtype=_floatx())
+            first = tm.zeros_like(x, dtype=_floatx())
         else:
-            first = advanced_inc_subtensor1(_m().zeros_like(x), gz, ilist)
+            first = advanced_inc_subtensor1(tm.zeros_like(x), gz, ilist)
         return [first, DisconnectedType()()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
@@ -404,8 +404,6 @@ class AdvancedIncSubtensor1(Op):
         return [[True], [True], [False]]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
-        from opgraph.gradient import DisconnectedType
-
         (x, y, idx), (gout,) = inputs, output_grads
         gx, gy = inc_grads(
             self.set_instead_of_inc,
@@ -464,7 +462,7 @@ class BaseAdvancedSubtensor(Op):
                 return list(zip(shapes[id(v)], v.type.broadcastable, strict=True))
             if isinstance(v, Constant):
                 return [(int(np.count_nonzero(v.data)), False)]
-            return [(_as_dim(_m().sum(_m().cast(v, "int64"))), False)]
+            return [(_as_dim(tm.sum(tm.cast(v, "int64"))), False)]
 
         dims = _index_result(
             node.inputs[1:], list(input_shapes[0]), 1, slice_dim, adv_dims, lambda a, b: a
@@ -475,14 +473,12 @@ class BaseAdvancedSubtensor(Op):
         return [[True]] + [[False] for _ in node.inputs[1:]]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
-        from opgraph.gradient import DisconnectedType
-
         (gz,), x, rest = output_grads, inputs[0], inputs[1:]
         if x.type.dtype in discrete_dtypes:
-            first = _m().zeros_like(x, dtype=_floatx())
+            first = tm.zeros_like(x, dtype=_floatx())
         else:
             inc = AdvancedBooleanIncSubtensor() if self.allow_bool else AdvancedIncSubtensor()
-            first = inc(_m().zeros_like(x), gz, *rest)
+            first = inc(tm.zeros_like(x), gz, *rest)
         return [first] + [DisconnectedType()() for _ in rest]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
@@ -553,8 +549,6 @@ class BaseAdvancedIncSubtensor(Op):
         return [[True], [True]] + [[False] for _ in node.inputs[2:]]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
-        from opgraph.gradient import DisconnectedType
-
         (x, y), idx, (gout,) = inputs[:2], inputs[2:], output_grads
         sub = advanced_boolean_subtensor if self.allow_bool else advanced_subtensor
         setter = advanced_boolean_set_subtensor if self.allow_bool else advanced_set_subtensor

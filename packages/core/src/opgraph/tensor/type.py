@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Constant, Variable
 from opgraph.graph.type import Type
 from opgraph.scalar.type import all_dtypes, get_scalar_type
@@ -51,8 +52,6 @@ class TensorType(Type):
         shape: Sequence[int | None] | None = None,
     ) -> None:
         if dtype == "floatX":
-            from opgraph.configdefaults import config
-
             dtype = config.floatX
         if type(dtype) is not str or dtype not in all_dtypes:  # a canonical name is kept
             try:
@@ -83,17 +82,15 @@ class TensorType(Type):
     def ndim(self) -> int:
         return len(self.broadcastable)
 
-    @property
-    def variable_type(self) -> type[Variable]:  # type: ignore[override]
-        from opgraph.tensor.variable import TensorVariable
-
-        return TensorVariable
-
-    @property
-    def constant_type(self) -> type[Constant]:  # type: ignore[override]
-        from opgraph.tensor.variable import TensorConstant
-
-        return TensorConstant
+    #: The classes of the variables and constants this type builds: TensorVariable and
+    #: TensorConstant, with NumPy-like operators built from the ops of the tensor library.
+    #: :mod:`opgraph.tensor.variable`, which sits above those ops, sets them when imported.
+    variable_type: type[Variable] = Variable
+    constant_type: type[Constant] = Constant
+    #: ``rebroadcast(var, type)``: ``var`` (same dtype and ndim) with ``type``'s broadcastable
+    #: flags, for :meth:`convert_variable`. Set by :mod:`opgraph.tensor.basic`, which defines
+    #: the ``Rebroadcast`` op above this module.
+    rebroadcast: Callable[[Variable, TensorType], Variable]
 
     def clone(
         self, dtype: str | None = None, broadcastable: Sequence[bool] | None = None
@@ -187,11 +184,12 @@ class TensorType(Type):
         if allow_downcast:
             return converted
         # Python numbers: allowed if the value survives (ints to floats, floats to floatX).
-        if arr.dtype.kind == "f" and self.numpy_dtype.kind == "f":
-            from opgraph.configdefaults import config
-
-            if self.dtype == config.floatX or np.can_cast(arr.dtype, self.numpy_dtype):
-                return converted
+        if (
+            arr.dtype.kind == "f"
+            and self.numpy_dtype.kind == "f"
+            and (self.dtype == config.floatX or np.can_cast(arr.dtype, self.numpy_dtype))
+        ):
+            return converted
         with np.errstate(all="ignore"):
             same = np.array_equal(converted, arr, equal_nan=arr.dtype.kind in "fc")
         if not same and not np.can_cast(arr.dtype, self.numpy_dtype, casting="safe"):
@@ -222,9 +220,7 @@ class TensorType(Type):
                 not sb or vb for sb, vb in zip(self.broadcastable, vt.broadcastable, strict=True)
             )
         ):
-            from opgraph.tensor.basic import specify_broadcastable_type
-
-            return specify_broadcastable_type(var, self)
+            return TensorType.rebroadcast(var, self)
         return None
 
     def values_eq(self, a: Any, b: Any) -> bool:

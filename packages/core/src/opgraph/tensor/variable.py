@@ -1,4 +1,8 @@
-"""TensorVariable (NumPy-like operators and methods) and TensorConstant."""
+"""TensorVariable (NumPy-like operators and methods) and TensorConstant.
+
+The operators and methods are the ops of the tensor library, so this module sits above them
+all; it makes :class:`~opgraph.tensor.type.TensorType` build these classes when imported.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,21 @@ from typing import Any
 
 import numpy as np
 
+import opgraph.tensor.cumulative as tcum
+import opgraph.tensor.dot as tdot
+import opgraph.tensor.extra_ops as textra
+import opgraph.tensor.math as tm
+import opgraph.tensor.reduction as tred
+import opgraph.tensor.shape as tshape
+import opgraph.tensor.sort as tsort
+import opgraph.tensor.statistics as tstat
 from opgraph.graph.basic import Constant, Variable
+from opgraph.tensor.basic import _AsTensorError
+from opgraph.tensor.elemwise import DimShuffle
+from opgraph.tensor.subtensor import getitem, take
+from opgraph.tensor.type import TensorType
 
 __all__ = ["TensorConstant", "TensorVariable", "_tensor_py_operators"]
-
-
-def _m():  # type: ignore[no-untyped-def]
-    import opgraph.tensor.math as m
-
-    return m
 
 
 class _tensor_py_operators:
@@ -26,89 +36,89 @@ class _tensor_py_operators:
 
     # arithmetic -----------------------------------------------------------------------
     def __add__(self, other: Any) -> Any:
-        return _binop(_m().add, self, other)
+        return _binop(tm.add, self, other)
 
     def __radd__(self, other: Any) -> Any:
-        return _binop(_m().add, other, self)
+        return _binop(tm.add, other, self)
 
     def __sub__(self, other: Any) -> Any:
-        return _binop(_m().sub, self, other)
+        return _binop(tm.sub, self, other)
 
     def __rsub__(self, other: Any) -> Any:
-        return _binop(_m().sub, other, self)
+        return _binop(tm.sub, other, self)
 
     def __mul__(self, other: Any) -> Any:
-        return _binop(_m().mul, self, other)
+        return _binop(tm.mul, self, other)
 
     def __rmul__(self, other: Any) -> Any:
-        return _binop(_m().mul, other, self)
+        return _binop(tm.mul, other, self)
 
     def __truediv__(self, other: Any) -> Any:
-        return _binop(_m().true_div, self, other)
+        return _binop(tm.true_div, self, other)
 
     def __rtruediv__(self, other: Any) -> Any:
-        return _binop(_m().true_div, other, self)
+        return _binop(tm.true_div, other, self)
 
     def __floordiv__(self, other: Any) -> Any:
-        return _binop(_m().floor_div, self, other)
+        return _binop(tm.floor_div, self, other)
 
     def __rfloordiv__(self, other: Any) -> Any:
-        return _binop(_m().floor_div, other, self)
+        return _binop(tm.floor_div, other, self)
 
     def __mod__(self, other: Any) -> Any:
-        return _binop(_m().mod, self, other)
+        return _binop(tm.mod, self, other)
 
     def __rmod__(self, other: Any) -> Any:
-        return _binop(_m().mod, other, self)
+        return _binop(tm.mod, other, self)
 
     def __pow__(self, other: Any) -> Any:
-        return _binop(_m().pow, self, other)
+        return _binop(tm.pow, self, other)
 
     def __rpow__(self, other: Any) -> Any:
-        return _binop(_m().pow, other, self)
+        return _binop(tm.pow, other, self)
 
     def __neg__(self) -> Any:
-        return _m().neg(self)
+        return tm.neg(self)
 
     def __pos__(self) -> Any:
         return self
 
     def __abs__(self) -> Any:
-        return _m().abs_(self)
+        return tm.abs_(self)
 
     def __invert__(self) -> Any:
-        return _m().invert(self)
+        return tm.invert(self)
 
     def __and__(self, other: Any) -> Any:
-        return _binop(_m().and_, self, other)
+        return _binop(tm.and_, self, other)
 
     def __rand__(self, other: Any) -> Any:
-        return _binop(_m().and_, other, self)
+        return _binop(tm.and_, other, self)
 
     def __or__(self, other: Any) -> Any:
-        return _binop(_m().or_, self, other)
+        return _binop(tm.or_, self, other)
 
     def __ror__(self, other: Any) -> Any:
-        return _binop(_m().or_, other, self)
+        return _binop(tm.or_, other, self)
 
     def __xor__(self, other: Any) -> Any:
-        return _binop(_m().xor, self, other)
+        return _binop(tm.xor, self, other)
 
     def __rxor__(self, other: Any) -> Any:
-        return _binop(_m().xor, other, self)
+        return _binop(tm.xor, other, self)
 
     # comparisons (``==`` stays identity, as in Theano: use ``eq``) ------------------------
     def __lt__(self, other: Any) -> Any:
-        return _binop(_m().lt, self, other)
+        return _binop(tm.lt, self, other)
 
     def __le__(self, other: Any) -> Any:
-        return _binop(_m().le, self, other)
+        return _binop(tm.le, self, other)
 
     def __gt__(self, other: Any) -> Any:
-        return _binop(_m().gt, self, other)
+        return _binop(tm.gt, self, other)
 
     def __ge__(self, other: Any) -> Any:
-        return _binop(_m().ge, self, other)
+        return _binop(tm.ge, self, other)
 
     def __bool__(self) -> bool:
         raise TypeError(
@@ -148,8 +158,6 @@ class _tensor_py_operators:
 
     def dimshuffle(self, *pattern: Any) -> Any:
         """Reorder/add/drop dimensions: ``x.dimshuffle('x', 0)``, ``x.dimshuffle(1, 0)``."""
-        from opgraph.tensor.elemwise import DimShuffle
-
         if len(pattern) == 1 and isinstance(pattern[0], list | tuple):
             pattern = tuple(pattern[0])
         return DimShuffle(self.broadcastable, pattern)(self)
@@ -162,66 +170,54 @@ class _tensor_py_operators:
         acc_dtype: str | None = None,
     ) -> Any:
         """Sum over ``axis`` (all axes by default)."""
-        return _m().sum(self, axis=axis, dtype=dtype, keepdims=keepdims, acc_dtype=acc_dtype)
+        return tm.sum(self, axis=axis, dtype=dtype, keepdims=keepdims, acc_dtype=acc_dtype)
 
     def astype(self, dtype: str) -> Any:
         """Cast to ``dtype``."""
-        return _m().cast(self, dtype)
+        return tm.cast(self, dtype)
 
     def __dot__(self, other: Any) -> Any:
-        return _m().dot(self, other)
+        return tdot.dot(self, other)
 
     def __matmul__(self, other: Any) -> Any:
-        return _binop(_m().matmul, self, other)
+        return _binop(tdot.matmul, self, other)
 
     def __rmatmul__(self, other: Any) -> Any:
-        return _binop(_m().matmul, other, self)
+        return _binop(tdot.matmul, other, self)
 
     def dot(self, other: Any) -> Any:
         """Matrix/vector product with ``other``."""
-        return _m().dot(self, other)
+        return tdot.dot(self, other)
 
     # indexing and shape (opgraph.tensor.subtensor / opgraph.tensor.shape) ------------
     def __getitem__(self, index: Any) -> Any:
-        from opgraph.tensor.subtensor import getitem
-
         return getitem(self, index)
 
     def take(self, indices: Any, axis: int | None = None, mode: str = "raise") -> Any:
         """Elements at ``indices`` along ``axis`` (NumPy's ``take``)."""
-        from opgraph.tensor.subtensor import take
-
         return take(self, indices, axis, mode)
 
     @property
     def shape(self) -> Any:
         """The symbolic shape: a vector of int64."""
-        from opgraph.tensor.shape import shape
-
-        return shape(self)
+        return tshape.shape(self)
 
     @property
     def size(self) -> Any:
         """The symbolic number of elements."""
-        return _m().prod(self.shape)
+        return tred.prod(self.shape)
 
     def reshape(self, shape: Any, ndim: int | None = None) -> Any:
         """Same data with another shape (``-1`` infers one dimension)."""
-        from opgraph.tensor.shape import reshape
-
-        return reshape(self, shape, ndim=ndim)
+        return tshape.reshape(self, shape, ndim=ndim)
 
     def flatten(self, ndim: int = 1) -> Any:
         """Collapse the trailing dimensions so the result has ``ndim`` dimensions."""
-        from opgraph.tensor.shape import flatten
-
-        return flatten(self, ndim)
+        return tshape.flatten(self, ndim)
 
     def squeeze(self, axis: Any = None) -> Any:
         """Drop broadcastable (length-1) dimensions."""
-        from opgraph.tensor.shape import squeeze
-
-        return squeeze(self, axis)
+        return tshape.squeeze(self, axis)
 
     def transpose(self, *axes: Any) -> Any:
         """Permute the dimensions (reverse them when no axes are given)."""
@@ -231,23 +227,17 @@ class _tensor_py_operators:
 
     def repeat(self, repeats: Any, axis: int | None = None) -> Any:
         """Repeat elements (NumPy's ``repeat``)."""
-        from opgraph.tensor.extra_ops import repeat
-
-        return repeat(self, repeats, axis)
+        return textra.repeat(self, repeats, axis)
 
     def sort(self, axis: int = -1, kind: str = "quicksort") -> Any:
         """Sorted copy along ``axis``."""
-        from opgraph.tensor.sort import sort
-
-        return sort(self, axis, kind)
+        return tsort.sort(self, axis, kind)
 
     def argsort(self, axis: int = -1, kind: str = "quicksort") -> Any:
         """Indices that sort along ``axis``."""
-        from opgraph.tensor.sort import argsort
+        return tsort.argsort(self, axis, kind)
 
-        return argsort(self, axis, kind)
-
-    # reductions (opgraph.tensor.math) -----------------------------------------------
+    # reductions (opgraph.tensor.reduction, .statistics, .cumulative) ----------------
     def prod(
         self,
         axis: Any = None,
@@ -256,7 +246,7 @@ class _tensor_py_operators:
         acc_dtype: str | None = None,
     ) -> Any:
         """Product over ``axis``."""
-        return _m().prod(self, axis=axis, dtype=dtype, keepdims=keepdims, acc_dtype=acc_dtype)
+        return tred.prod(self, axis=axis, dtype=dtype, keepdims=keepdims, acc_dtype=acc_dtype)
 
     def mean(
         self,
@@ -266,98 +256,96 @@ class _tensor_py_operators:
         acc_dtype: str | None = None,
     ) -> Any:
         """Mean over ``axis``."""
-        return _m().mean(self, axis=axis, dtype=dtype, keepdims=keepdims, acc_dtype=acc_dtype)
+        return tstat.mean(self, axis=axis, dtype=dtype, keepdims=keepdims, acc_dtype=acc_dtype)
 
     def var(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
         """Variance over ``axis``."""
-        return _m().var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return tstat.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
     def std(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Any:
         """Standard deviation over ``axis``."""
-        return _m().std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+        return tstat.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
 
     def max(self, axis: Any = None, keepdims: bool = False) -> Any:
         """Maximum over ``axis``."""
-        return _m().max(self, axis=axis, keepdims=keepdims)
+        return tred.max(self, axis=axis, keepdims=keepdims)
 
     def min(self, axis: Any = None, keepdims: bool = False) -> Any:
         """Minimum over ``axis``."""
-        return _m().min(self, axis=axis, keepdims=keepdims)
+        return tred.min(self, axis=axis, keepdims=keepdims)
 
     def argmax(self, axis: Any = None, keepdims: bool = False) -> Any:
         """Index of the maximum along ``axis``."""
-        return _m().argmax(self, axis=axis, keepdims=keepdims)
+        return tred.argmax(self, axis=axis, keepdims=keepdims)
 
     def argmin(self, axis: Any = None, keepdims: bool = False) -> Any:
         """Index of the minimum along ``axis``."""
-        return _m().argmin(self, axis=axis, keepdims=keepdims)
+        return tred.argmin(self, axis=axis, keepdims=keepdims)
 
     def all(self, axis: Any = None, keepdims: bool = False) -> Any:
         """True where every element along ``axis`` is true."""
-        return _m().all(self, axis=axis, keepdims=keepdims)
+        return tred.all(self, axis=axis, keepdims=keepdims)
 
     def any(self, axis: Any = None, keepdims: bool = False) -> Any:
         """True where some element along ``axis`` is true."""
-        return _m().any(self, axis=axis, keepdims=keepdims)
+        return tred.any(self, axis=axis, keepdims=keepdims)
 
     def cumsum(self, axis: int | None = None) -> Any:
         """Cumulative sum along ``axis`` (flattened when None)."""
-        return _m().cumsum(self, axis=axis)
+        return tcum.cumsum(self, axis=axis)
 
     def cumprod(self, axis: int | None = None) -> Any:
         """Cumulative product along ``axis`` (flattened when None)."""
-        return _m().cumprod(self, axis=axis)
+        return tcum.cumprod(self, axis=axis)
 
     def norm(self, L: Any, axis: Any = None, keepdims: bool = False) -> Any:
         """The L-norm over ``axis`` (Theano's ``x.norm(2)``)."""
-        return _m().norm(self, L, axis=axis, keepdims=keepdims)
+        return tstat.norm(self, L, axis=axis, keepdims=keepdims)
 
     # elementwise helpers --------------------------------------------------------------
     def clip(self, a_min: Any, a_max: Any) -> Any:
         """Clip to ``[a_min, a_max]``."""
-        return _m().clip(self, a_min, a_max)
+        return tm.clip(self, a_min, a_max)
 
     def round(self, mode: str = "half_to_even") -> Any:
         """Round to the nearest integer (halves to even by default)."""
-        return _m().round(self, mode)
+        return tm.round(self, mode)
 
     def fill(self, value: Any) -> Any:
         """``value`` broadcast to this variable's shape."""
-        return _m().fill(self, value)
+        return tm.fill(self, value)
 
     def zeros_like(self, dtype: str | None = None) -> Any:
         """Zeros of this shape."""
-        return _m().zeros_like(self, dtype=dtype)
+        return tm.zeros_like(self, dtype=dtype)
 
     def ones_like(self, dtype: str | None = None) -> Any:
         """Ones of this shape."""
-        return _m().ones_like(self, dtype=dtype)
+        return tm.ones_like(self, dtype=dtype)
 
     def copy(self, name: str | None = None) -> Any:
         """A symbolic copy (a new variable computing the same value)."""
-        out = _m().identity(self)
+        out = tm.identity(self)
         out.name = name
         return out
 
     def conj(self) -> Any:
         """Complex conjugate."""
-        return _m().conj(self)
+        return tm.conj(self)
 
     @property
     def real(self) -> Any:
         """Real part."""
-        return _m().real(self)
+        return tm.real(self)
 
     @property
     def imag(self) -> Any:
         """Imaginary part."""
-        return _m().imag(self)
+        return tm.imag(self)
 
     def nonzero(self, return_matrix: bool = False) -> Any:
         """Indices of the non-zero elements, one vector per dimension."""
-        from opgraph.tensor.extra_ops import nonzero
-
-        return nonzero(self, return_matrix=return_matrix)
+        return textra.nonzero(self, return_matrix=return_matrix)
 
 
 def _binop(fn: Any, a: Any, b: Any) -> Any:
@@ -365,10 +353,6 @@ def _binop(fn: Any, a: Any, b: Any) -> Any:
         return fn(a, b)
     except _AsTensorError:
         return NotImplemented
-
-
-class _AsTensorError(TypeError):
-    """The other operand cannot become a tensor (lets Python try the reflected operator)."""
 
 
 class TensorVariable(_tensor_py_operators, Variable):
@@ -407,6 +391,10 @@ class TensorConstant(_tensor_py_operators, Constant):
     def clone(self, name: str | None = None) -> TensorConstant:
         cp = super().clone(name)
         return cp  # type: ignore[return-value]
+
+
+TensorType.variable_type = TensorVariable
+TensorType.constant_type = TensorConstant
 
 
 def sequence_of_ints(x: Any) -> Sequence[int] | None:

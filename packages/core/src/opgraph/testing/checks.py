@@ -7,7 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.compile.function import function
+from opgraph.compile.mode import Mode, get_mode
 from opgraph.graph.basic import Variable
+from opgraph.graph.traversal import io_toposort
+from opgraph.plugins import get_plugin_manager
 
 __all__ = [
     "ALL_MODES",
@@ -55,8 +59,6 @@ def assert_allclose(actual: Any, expected: Any, dtype: Any = None, err_msg: str 
 
 def installed_linkers() -> list[str]:
     """Names of the linkers installed plugins provide (``py``, ``vm``, ``c``, ...)."""
-    from opgraph.plugins import get_plugin_manager
-
     return sorted(get_plugin_manager().linkers())
 
 
@@ -74,9 +76,6 @@ def check_modes(
     ``expected`` is a value (or list of values) computed with NumPy. Input values are copied
     per call, so an in-place bug cannot hide behind a mutated input.
     """
-    from opgraph.compile.function import function
-    from opgraph.compile.mode import Mode, get_mode
-
     single = isinstance(outputs, Variable)
     exp = [expected] if single else list(expected)
     targets: list[Any] = list(modes)
@@ -101,10 +100,6 @@ def check_infer_shape(
     Evaluates the graph once with the Python linker, then for each node (of ``op_class``,
     if given) compares the shapes its ``infer_shape`` computes from the real input shapes.
     """
-    from opgraph.compile.function import function
-    from opgraph.compile.mode import Mode
-    from opgraph.graph.traversal import io_toposort
-
     outs = [outputs] if isinstance(outputs, Variable) else list(outputs)
     nodes = io_toposort(list(inputs), outs)
     probe = [o for n in nodes for o in n.outputs] + [i for n in nodes for i in n.inputs]

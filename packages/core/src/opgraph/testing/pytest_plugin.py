@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from opgraph.testing.checks import ALL_MODES
+from opgraph.configdefaults import config
+from opgraph.testing.checks import ALL_MODES, installed_linkers
 
 
 def pytest_configure(config: Any) -> None:
@@ -37,8 +38,6 @@ def _nonfinite_values_allowed(request: Any) -> Any:
     if request.node.get_closest_marker("nonfinite") is None:
         yield
         return
-    from opgraph.configdefaults import config
-
     with config.change_flags(DebugMode__check_finite=False):
         yield
 
@@ -46,8 +45,6 @@ def _nonfinite_values_allowed(request: Any) -> Any:
 @pytest.fixture
 def rng() -> np.random.Generator:
     """A seeded NumPy random Generator (``config.unittests__rseed``; 'random' for a fresh seed)."""
-    from opgraph.configdefaults import config
-
     seed = config.unittests__rseed
     return np.random.default_rng(None if seed == "random" else int(seed))
 
@@ -60,8 +57,6 @@ def mode(request: Any) -> str:
 
 def _linkers() -> list[str]:
     try:
-        from opgraph.testing.checks import installed_linkers
-
         return installed_linkers()
     except Exception:  # a broken plugin must not break collection
         return ["py", "vm"]

@@ -8,12 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.gradient import DisconnectedType
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op
 from opgraph.scalar.type import float_dtypes, upcast
 from opgraph.tensor import math as tm
 from opgraph.tensor.basic import as_tensor_variable
+from opgraph.tensor.dot import dot
 from opgraph.tensor.type import TensorType
 
 __all__ = [
@@ -119,8 +120,6 @@ def fold_triangle(g: np.ndarray, lower: bool) -> np.ndarray:
 
 
 def _dot(a: Any, b: Any) -> Variable:
-    from opgraph.tensor.math import dot
-
     return dot(a, b)
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.graph.null_type import grad_not_implemented
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.null_type import grad_not_implemented
 from opgraph.graph.op import Op
 from opgraph.scalar.type import upcast
 from opgraph.tensor import math as tm
@@ -25,6 +25,8 @@ from opgraph.tensor.nlinalg.basic import (
     work_array,
     zeros_if_disconnected,
 )
+from opgraph.tensor.reduction import max as tmax
+from opgraph.tensor.reduction import min as tmin
 from opgraph.tensor.type import TensorType
 
 __all__ = [
@@ -397,9 +399,6 @@ def norm(x: Any, ord: Any = None) -> Variable:
     Vectors: None/2, inf, -inf, 0 (count of non-zeros), any other p. Matrices: None/'fro',
     'nuc', inf, -inf, 1, -1, 2, -2. 'inf' and '-inf' strings are accepted as in Theano.
     """
-    from opgraph.tensor.math import max as tmax
-    from opgraph.tensor.math import min as tmin
-
     x = float_input("norm", x, 0, "x", ndims=(1, 2))
     ord = {"inf": np.inf, "-inf": -np.inf}.get(ord, ord) if isinstance(ord, str) else ord
     if x.type.ndim == 1:

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.gradient import DisconnectedType
 from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op
 from opgraph.scalar.type import float_dtypes, upcast
 from opgraph.tensor import math as tm

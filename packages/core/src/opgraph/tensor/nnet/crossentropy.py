@@ -12,14 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.graph.null_type import DisconnectedType, grad_undefined
 from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.null_type import DisconnectedType, grad_undefined
 from opgraph.graph.op import Op
 from opgraph.scalar.type import discrete_dtypes, upcast
 from opgraph.tensor import math as tm
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.elemwise import Elemwise
 from opgraph.tensor.nnet.basic import float_tensor, softmax_grad
+from opgraph.tensor.shape import shape_i
+from opgraph.tensor.structure import alloc
 from opgraph.tensor.type import TensorType
 
 __all__ = [
@@ -188,9 +190,6 @@ def crossentropy_softmax_1hot_with_bias(x: Any, b: Any, y_idx: Any) -> list[Vari
 
 def crossentropy_softmax_1hot(x: Any, y_idx: Any) -> list[Variable]:
     """``[nll, softmax(x)]`` for logits ``x`` (a matrix) and class indices ``y_idx``."""
-    from opgraph.tensor.shape import shape_i
-    from opgraph.tensor.structure import alloc
-
     x = float_tensor("crossentropy_softmax_1hot", x, 0, "x", (2,))
     b = alloc(np.zeros((), dtype=x.type.dtype), shape_i(x, 1))
     return crossentropy_softmax_1hot_with_bias(x, b, y_idx)

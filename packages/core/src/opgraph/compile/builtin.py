@@ -1,8 +1,9 @@
 """Core as a plugin of itself: the ``py`` and ``vm`` linkers, the named modes, shared variables.
 
-Registered like any third-party plugin (``BUILTIN_PLUGINS``), before the entry points, so
-plugins' answers to ``opgraph_shared_constructor`` come first. Only hook functions live
-here; everything they need is imported inside them, so loading plugins stays cheap.
+Registered like any third-party plugin (``opgraph/__init__.py`` adds it to
+``BUILTIN_PLUGINS``), before the entry points; its ``opgraph_shared_constructor`` is
+``trylast`` so that plugins' answers come first whenever the manager was built. Importing it
+also gives :func:`~opgraph.compile.sharedvalue.shared` the tensor library's constructors.
 """
 
 from __future__ import annotations
@@ -10,25 +11,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from opgraph.compile.debugmode import DebugMode
+from opgraph.compile.mode import Mode
+from opgraph.compile.nanguardmode import NanGuardMode
+from opgraph.compile.sharedvalue import add_core_shared_constructor, core_shared_constructor
+from opgraph.link.basic import PerformLinker, VMLinker
 from opgraph.plugins.manager import hookimpl
+from opgraph.tensor.sharedvar import random_shared_constructor, tensor_shared_constructor
 
-
-def _py_linker() -> Any:
-    from opgraph.link.basic import PerformLinker
-
-    return PerformLinker()
-
-
-def _vm_linker() -> Any:
-    from opgraph.link.vm import VMLinker
-
-    return VMLinker()
+add_core_shared_constructor(tensor_shared_constructor, options=True)
+add_core_shared_constructor(random_shared_constructor)
 
 
 @hookimpl
 def opgraph_linkers() -> Mapping[str, Callable[[], Any]]:
     """``py``: every node runs ``perform``; ``vm``: the Python VM (backend kernels if given)."""
-    return {"py": _py_linker, "vm": _vm_linker}
+    return {"py": PerformLinker, "vm": VMLinker}
 
 
 @hookimpl
@@ -39,23 +37,9 @@ def opgraph_linker_preference() -> Sequence[tuple[float, str]]:
 
 def _mode(linker: str, optimizer: str, profile: bool = False) -> Callable[[], Any]:
     def factory() -> Any:
-        from opgraph.compile.mode import Mode
-
         return Mode(linker, optimizer, profile=profile)
 
     return factory
-
-
-def _debug_mode() -> Any:
-    from opgraph.compile.debugmode import DebugMode
-
-    return DebugMode()
-
-
-def _nanguard_mode() -> Any:
-    from opgraph.compile.nanguardmode import NanGuardMode
-
-    return NanGuardMode()
 
 
 @hookimpl
@@ -65,19 +49,17 @@ def opgraph_modes() -> Mapping[str, Callable[[], Any]]:
         "FAST_RUN": _mode("auto", "fast_run"),
         "FAST_COMPILE": _mode("vm", "fast_compile"),
         "PROFILE_MODE": _mode("auto", "fast_run", profile=True),
-        "DEBUG_MODE": _debug_mode,
-        "DebugMode": _debug_mode,
-        "NanGuardMode": _nanguard_mode,
+        "DEBUG_MODE": DebugMode,
+        "DebugMode": DebugMode,
+        "NanGuardMode": NanGuardMode,
     }
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def opgraph_shared_constructor(
     value: Any, name: str | None, strict: bool, allow_downcast: bool | None, borrow: bool
 ) -> Any | None:
     """Tensors for ndarrays and numbers; any other Python object as a Generic variable."""
-    from opgraph.compile.sharedvalue import core_shared_constructor
-
     return core_shared_constructor(
         value, name=name, strict=strict, allow_downcast=allow_downcast, borrow=borrow
     )

@@ -1,0 +1,322 @@
+"""Symbolic differentiation of tensor graphs: ``grad`` (reverse mode), ``Lop`` and ``Rop``.
+
+``grad`` walks the graph from the cost back to the inputs (iteratively, in reverse
+topological order), asks each Op for the vector-Jacobian product of its outputs' gradients
+(``L_op``), and sums the contributions reaching each variable. ``Rop`` pushes tangents
+forward through each Op's ``R_op``. The user-facing module is :mod:`opgraph.gradient`, which
+adds the checks that compile functions (``verify_grad``) and the Jacobian and Hessian.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opgraph.configdefaults import config
+from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.null_type import DisconnectedType, NullType
+from opgraph.graph.traversal import io_toposort
+from opgraph.graph.utils import MethodNotDefined, first_user_line
+from opgraph.tensor.basic import as_tensor_variable, patternbroadcast
+from opgraph.tensor.math import add, cast, ones_like, zeros_like
+from opgraph.tensor.math import sum as tsum
+from opgraph.tensor.type import TensorType
+
+__all__ = ["DisconnectedInputError", "Lop", "NullTypeGradError", "Rop", "grad"]
+
+
+class DisconnectedInputError(ValueError):
+    """The cost does not depend on a variable it was differentiated with respect to."""
+
+
+class NullTypeGradError(TypeError):
+    """A gradient needed by ``grad`` is mathematically undefined or not implemented."""
+
+
+def _is_null(v: Any) -> bool:
+    return isinstance(v, Variable) and isinstance(v.type, NullType)
+
+
+def _is_disconnected(v: Any) -> bool:
+    return v is None or (isinstance(v, Variable) and isinstance(v.type, DisconnectedType))
+
+
+def _float_zeros_like(x: Variable) -> Variable:
+
+    dtype = x.type.dtype if x.type.dtype.startswith(("float", "complex")) else None
+    if dtype is None:
+        dtype = config.floatX
+    return zeros_like(x, dtype=dtype)
+
+
+def _sum_grads(terms: list[Variable]) -> Variable:
+
+    return terms[0] if len(terms) == 1 else add(*terms)
+
+
+def _backprop(
+    outputs_and_grads: Sequence[tuple[Variable, Variable]],
+    wrt: Sequence[Variable],
+    blocked: set[int],
+) -> dict[Variable, Variable | None]:
+    """Reverse-mode accumulation from seeded output gradients; returns grads of ``wrt``."""
+    outputs = [o for o, _ in outputs_and_grads]
+    # Only nodes on a path from wrt to outputs matter; others contribute nothing.
+    nodes = io_toposort(list(wrt), outputs)
+    ancestors_of_wrt = {id(v) for v in wrt}
+    relevant: list[Apply] = []
+    for node in nodes:
+        if any(id(i) in ancestors_of_wrt for i in node.inputs):
+            relevant.append(node)
+            for o in node.outputs:
+                ancestors_of_wrt.add(id(o))
+    contributions: dict[int, list[Variable]] = {}
+    for out, g in outputs_and_grads:
+        contributions.setdefault(id(out), []).append(g)
+    for node in reversed(relevant):
+        out_grads = []
+        any_grad = False
+        for o in node.outputs:
+            terms = contributions.get(id(o))
+            if terms:
+                any_grad = True
+                nulls = [t for t in terms if _is_null(t)]
+                out_grads.append(nulls[0] if nulls else _sum_grads(terms))
+            else:
+                out_grads.append(_float_zeros_like(o) if _is_float_like(o) else None)
+        if not any_grad:
+            continue
+        for k, g in enumerate(out_grads):
+            if g is None:
+                out_grads[k] = DisconnectedType()()
+        null = next((g for g in out_grads if _is_null(g)), None)
+        if null is not None:
+            # An undefined gradient stays undefined upstream: no L_op to call on it.
+            for inp in node.inputs:
+                if id(inp) in ancestors_of_wrt and id(inp) not in blocked:
+                    contributions.setdefault(id(inp), []).append(null)
+            continue
+        try:
+            input_grads = node.op.L_op(node.inputs, node.outputs, out_grads)
+        except MethodNotDefined as exc:
+            where = first_user_line(getattr(node.outputs[0].tag, "trace", None))
+            raise NullTypeGradError(
+                f"{exc}. The node was created at {where or 'an unknown place'}. "
+                "HINT: wrap the input with opgraph.gradient.disconnected_grad if its "
+                "gradient is not needed."
+            ) from exc
+        if len(input_grads) != len(node.inputs):
+            raise ValueError(
+                f"{node.op}.L_op returned {len(input_grads)} gradients "
+                f"for {len(node.inputs)} inputs"
+            )
+        for inp, ig in zip(node.inputs, input_grads, strict=True):
+            if _is_disconnected(ig) or id(inp) in blocked or id(inp) not in ancestors_of_wrt:
+                continue
+            if not _is_null(ig):
+                ig = _match_type(inp, ig, node)
+            contributions.setdefault(id(inp), []).append(ig)
+    result: dict[Variable, Variable | None] = {}
+    for w in wrt:
+        terms = contributions.get(id(w))
+        if not terms:
+            result[w] = None
+            continue
+        nulls = [t for t in terms if _is_null(t)]
+        result[w] = nulls[0] if nulls else _sum_grads(terms)
+    return result
+
+
+def _is_float_like(v: Variable) -> bool:
+    return hasattr(v.type, "dtype") and hasattr(v.type, "broadcastable")
+
+
+def _match_type(inp: Variable, g: Any, node: Apply) -> Variable:
+    """Make a gradient term match the input's dtype and broadcastable pattern."""
+
+    if not isinstance(inp.type, TensorType):
+        return g
+    g = as_tensor_variable(g)
+    if g.type.ndim != inp.type.ndim:
+        raise ValueError(
+            f"{node.op}.grad returned a gradient of {g.type.ndim} dimension(s) for input {inp} "
+            f"of {inp.type.ndim} dimension(s)"
+        )
+    axes = [
+        i
+        for i, (ib, gb) in enumerate(zip(inp.type.broadcastable, g.type.broadcastable, strict=True))
+        if ib and not gb
+    ]
+    if axes:
+        g = tsum(g, axis=axes, keepdims=True)
+    if g.type.broadcastable != inp.type.broadcastable:
+        g = patternbroadcast(g, inp.type.broadcastable)
+    if inp.type.dtype.startswith(("float", "complex")) and g.type.dtype != inp.type.dtype:
+        g = cast(g, inp.type.dtype)
+    return g
+
+
+def grad(
+    cost: Variable | None,
+    wrt: Variable | Sequence[Variable],
+    consider_constant: Sequence[Variable] | None = None,
+    disconnected_inputs: str = "raise",
+    add_names: bool = True,
+    known_grads: Mapping[Variable, Any] | None = None,
+    return_disconnected: str = "zero",
+    null_gradients: str = "raise",
+) -> Any:
+    """Return the symbolic gradient of scalar ``cost`` with respect to ``wrt``.
+
+    Parameters
+    ----------
+    cost
+        A 0-d variable (or None when ``known_grads`` seeds the backward pass).
+    wrt
+        A variable or a list of them; the result has the same structure.
+    consider_constant
+        Variables through which no gradient flows.
+    disconnected_inputs
+        'raise' (default), 'warn' or 'ignore' when ``cost`` does not depend on a ``wrt``.
+    known_grads
+        ``{variable: gradient}`` to start from instead of (or besides) ``cost``.
+    return_disconnected
+        For a disconnected ``wrt``: 'zero' (zeros like it), 'None', or 'Disconnected'.
+    null_gradients
+        'raise' (default) or 'return' when a needed gradient is undefined.
+    """
+
+    if disconnected_inputs not in ("raise", "warn", "ignore"):
+        raise ValueError(
+            f"disconnected_inputs must be 'raise', 'warn' or 'ignore', got {disconnected_inputs!r}"
+        )
+    if return_disconnected not in ("zero", "None", "Disconnected"):
+        raise ValueError("return_disconnected must be 'zero', 'None' or 'Disconnected'")
+    single = isinstance(wrt, Variable)
+    wrt_list = [wrt] if single else list(wrt)  # type: ignore[list-item]
+    for w in wrt_list:
+        if not isinstance(w, Variable):
+            raise TypeError(f"grad: wrt must be Variables, got {w!r}")
+    seeds: list[tuple[Variable, Variable]] = []
+    if cost is not None:
+        cost = as_tensor_variable(cost)
+        if cost.type.ndim != 0:
+            raise TypeError(
+                f"grad: cost must be a scalar (0-d), got {cost} of type {cost.type}. "
+                "HINT: sum it, or use opgraph.gradient.jacobian / Lop for non-scalar outputs."
+            )
+        if cost.type.dtype.startswith(("int", "uint", "bool")):
+            seeds.append((cost, ones_like(cost, dtype="float64")))
+        else:
+            seeds.append((cost, ones_like(cost)))
+    for var, g in (known_grads or {}).items():
+        if not isinstance(g, Variable):
+            g = as_tensor_variable(g)
+        seeds.append((var, g))
+    if not seeds:
+        raise ValueError("grad needs a cost or known_grads")
+    blocked = {id(v) for v in consider_constant or ()}
+    grads = _backprop(seeds, wrt_list, blocked)
+    out: list[Any] = []
+    for w in wrt_list:
+        g = grads[w]
+        if g is None:
+            direct = any(w is s for s, _ in seeds)
+            if not direct:
+                msg = (
+                    f"grad method was asked to compute the gradient with respect to a variable "
+                    f"that is not part of the computational graph of the cost, or is used only "
+                    f"by a non-differentiable operator: {w}"
+                )
+                if disconnected_inputs == "raise":
+                    raise DisconnectedInputError(
+                        msg + ". HINT: pass disconnected_inputs='warn' or 'ignore' to grad()."
+                    )
+                if disconnected_inputs == "warn":
+                    warnings.warn(msg, stacklevel=2)
+            if return_disconnected == "zero":
+                g = _float_zeros_like(w)
+            elif return_disconnected == "Disconnected":
+                g = DisconnectedType()()
+        elif _is_null(g) and null_gradients == "raise":
+            raise NullTypeGradError(
+                f"grad encountered a NaN/undefined gradient for {w}: {g.type.why_null}"
+            )
+        if (
+            add_names
+            and g is not None
+            and cost is not None
+            and getattr(cost, "name", None)
+            and getattr(w, "name", None)
+            and not _is_null(g)
+        ):
+            g.name = f"(d{cost.name}/d{w.name})"
+        out.append(g)
+    return out[0] if single else out
+
+
+def Lop(
+    f: Variable | Sequence[Variable],
+    wrt: Variable | Sequence[Variable],
+    eval_points: Any,
+    consider_constant: Sequence[Variable] | None = None,
+    disconnected_inputs: str = "raise",
+) -> Any:
+    """Vector-Jacobian product ``v^T J`` of ``f`` w.r.t. ``wrt`` with ``v = eval_points``."""
+    fs = [f] if isinstance(f, Variable) else list(f)
+    vs = [eval_points] if isinstance(f, Variable) else list(eval_points)
+    if len(fs) != len(vs):
+        raise ValueError(f"Lop: {len(fs)} outputs but {len(vs)} eval points")
+    return grad(
+        None,
+        wrt,
+        consider_constant=consider_constant,
+        known_grads=dict(zip(fs, vs, strict=True)),
+        disconnected_inputs=disconnected_inputs,
+        add_names=False,
+    )
+
+
+def Rop(
+    f: Variable | Sequence[Variable], wrt: Variable | Sequence[Variable], eval_points: Any
+) -> Any:
+    """Jacobian-vector product ``J v`` of ``f`` w.r.t. ``wrt`` with ``v = eval_points``.
+
+    Uses each Op's ``R_op`` (forward mode); an Op without one raises a clear error.
+    """
+
+    single_f = isinstance(f, Variable)
+    fs = [f] if single_f else list(f)
+    ws = [wrt] if isinstance(wrt, Variable) else list(wrt)
+    evs = [eval_points] if isinstance(wrt, Variable) else list(eval_points)
+    if len(ws) != len(evs):
+        raise ValueError(f"Rop: {len(ws)} wrt variables but {len(evs)} eval points")
+    tangent: dict[int, Variable | None] = {}
+    for w, ev in zip(ws, evs, strict=True):
+        ev = as_tensor_variable(ev)
+        if hasattr(w.type, "ndim") and ev.type.ndim != w.type.ndim:
+            raise ValueError(
+                f"Rop: eval point for {w} must have {w.type.ndim} dimension(s), got {ev.type.ndim}"
+            )
+        tangent[id(w)] = ev
+    for node in io_toposort(ws, fs):
+        evals = [tangent.get(id(i)) for i in node.inputs]
+        if all(e is None for e in evals):
+            continue
+        try:
+            outs = node.op.R_op(node.inputs, evals)
+        except MethodNotDefined as exc:
+            raise NotImplementedError(
+                f"Rop: {node.op} has no R_op, so forward-mode derivatives cannot pass through "
+                f"it ({exc}). HINT: use Lop, or ask for R_op on this Op."
+            ) from exc
+        for o, t in zip(node.outputs, outs, strict=True):
+            tangent[id(o)] = t
+    result = []
+    for out in fs:
+        t = tangent.get(id(out))
+        if t is None:
+            t = _float_zeros_like(out)
+        result.append(t)
+    return result[0] if single_f else result
