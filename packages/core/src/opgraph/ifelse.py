@@ -21,9 +21,8 @@ from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op, OutputStorage, Thunk
-from opgraph.tensor.basic import as_tensor_variable, patternbroadcast
-from opgraph.tensor.math import cast, zeros_like
-from opgraph.tensor.math import sum as tsum
+from opgraph.tensor.basic import as_tensor_variable
+from opgraph.tensor.math import cast, sum_to_broadcastable, zeros_like
 
 __all__ = ["IfElse", "ifelse"]
 
@@ -243,14 +242,7 @@ def _fit_grad(g: Variable, like: Variable) -> Variable:
             f"ifelse: a gradient of {g.type.ndim} dimension(s) was given for a branch value "
             f"of {like.type.ndim} dimension(s) ({like})"
         )
-    axes = [
-        i
-        for i, (lb, gb) in enumerate(zip(like.type.broadcastable, g.type.broadcastable))
-        if lb and not gb
-    ]
-    if axes:
-        g = tsum(g, axis=axes, keepdims=True)
-    g = patternbroadcast(g, like.type.broadcastable)
+    g = sum_to_broadcastable(g, like.type.broadcastable)
     if g.type.dtype != like.type.dtype:
         g = cast(g, like.type.dtype)
     return g

@@ -14,7 +14,13 @@ from opgraph.graph.basic import Variable
 from opgraph.graph.op import Op
 from opgraph.graph.type import Type
 
-__all__ = ["DisconnectedType", "NullType", "grad_not_implemented", "grad_undefined"]
+__all__ = [
+    "DisconnectedType",
+    "NullType",
+    "disconnected_type",
+    "grad_not_implemented",
+    "grad_undefined",
+]
 
 
 class NullType(Type):
@@ -42,6 +48,11 @@ class DisconnectedType(Type):
 
     def __str__(self) -> str:
         return "DisconnectedType"
+
+
+#: Call it for a new DisconnectedType variable: what an Op's ``grad`` returns for an input
+#: its outputs do not depend on (``return [g, disconnected_type()]``).
+disconnected_type = DisconnectedType()
 
 
 def grad_undefined(op: Op, x_pos: int, x: Variable, comment: str = "") -> Variable:

@@ -13,14 +13,12 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.null_type import DisconnectedType, NullType
 from opgraph.graph.traversal import io_toposort
 from opgraph.graph.utils import MethodNotDefined, first_user_line
-from opgraph.tensor.basic import as_tensor_variable, patternbroadcast
-from opgraph.tensor.math import add, cast, ones_like, zeros_like
-from opgraph.tensor.math import sum as tsum
+from opgraph.tensor.basic import as_tensor_variable
+from opgraph.tensor.math import add, cast, ones_like, sum_to_broadcastable, zeros_like_grad
 from opgraph.tensor.type import TensorType
 
 __all__ = ["DisconnectedInputError", "Lop", "NullTypeGradError", "Rop", "grad"]
@@ -40,14 +38,6 @@ def _is_null(v: Any) -> bool:
 
 def _is_disconnected(v: Any) -> bool:
     return v is None or (isinstance(v, Variable) and isinstance(v.type, DisconnectedType))
-
-
-def _float_zeros_like(x: Variable) -> Variable:
-
-    dtype = x.type.dtype if x.type.dtype.startswith(("float", "complex")) else None
-    if dtype is None:
-        dtype = config.floatX
-    return zeros_like(x, dtype=dtype)
 
 
 def _sum_grads(terms: list[Variable]) -> Variable:
@@ -84,7 +74,7 @@ def _backprop(
                 nulls = [t for t in terms if _is_null(t)]
                 out_grads.append(nulls[0] if nulls else _sum_grads(terms))
             else:
-                out_grads.append(_float_zeros_like(o) if _is_float_like(o) else None)
+                out_grads.append(zeros_like_grad(o) if _is_float_like(o) else None)
         if not any_grad:
             continue
         for k, g in enumerate(out_grads):
@@ -143,15 +133,7 @@ def _match_type(inp: Variable, g: Any, node: Apply) -> Variable:
             f"{node.op}.grad returned a gradient of {g.type.ndim} dimension(s) for input {inp} "
             f"of {inp.type.ndim} dimension(s)"
         )
-    axes = [
-        i
-        for i, (ib, gb) in enumerate(zip(inp.type.broadcastable, g.type.broadcastable, strict=True))
-        if ib and not gb
-    ]
-    if axes:
-        g = tsum(g, axis=axes, keepdims=True)
-    if g.type.broadcastable != inp.type.broadcastable:
-        g = patternbroadcast(g, inp.type.broadcastable)
+    g = sum_to_broadcastable(g, inp.type.broadcastable)
     if inp.type.dtype.startswith(("float", "complex")) and g.type.dtype != inp.type.dtype:
         g = cast(g, inp.type.dtype)
     return g
@@ -236,7 +218,7 @@ def grad(
                 if disconnected_inputs == "warn":
                     warnings.warn(msg, stacklevel=2)
             if return_disconnected == "zero":
-                g = _float_zeros_like(w)
+                g = zeros_like_grad(w)
             elif return_disconnected == "Disconnected":
                 g = DisconnectedType()()
         elif _is_null(g) and null_gradients == "raise":
@@ -317,6 +299,6 @@ def Rop(
     for out in fs:
         t = tangent.get(id(out))
         if t is None:
-            t = _float_zeros_like(out)
+            t = zeros_like_grad(out)
         result.append(t)
     return result[0] if single_f else result

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import opgraph.tensor.math as tm
-from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import disconnected_type
 from opgraph.graph.op import Op
 from opgraph.scalar.type import discrete_dtypes, upcast
 from opgraph.tensor.basic import as_tensor_variable
@@ -78,16 +77,6 @@ __all__ += [
     "unique",
     "unravel_index",
 ]
-
-
-def _disconnected() -> Variable:
-    return DisconnectedType()()
-
-
-def _float_zeros(x: Variable) -> Variable:
-    """The (zero) gradient of a piecewise-constant function with respect to ``x``."""
-    dtype = x.type.dtype if x.type.dtype.startswith(("float", "complex")) else config.floatX
-    return tm.zeros_like(x, dtype=dtype)
 
 
 def _check_axis(op: Any, axis: int | None, ndim: int) -> None:
@@ -169,7 +158,7 @@ class RepeatOp(Op):
         x, repeats = inputs
         gz = output_grads[0]
         if x.type.dtype in discrete_dtypes:
-            return [_float_zeros(x), _disconnected()]
+            return [tm.zeros_like_grad(x), disconnected_type()]
         if repeats.type.ndim == 0:
             axis = x.type.ndim if self.axis is None else self.axis % x.type.ndim + 1
             dims: list[Any] = [shape_i(x, k) for k in range(x.type.ndim)]
@@ -179,7 +168,7 @@ class RepeatOp(Op):
             gx = reshape(SegmentSum(0)(gz, repeats), shape(x), ndim=x.type.ndim)
         else:
             gx = SegmentSum(self.axis % x.type.ndim)(gz, repeats)
-        return [gx, _disconnected()]
+        return [gx, disconnected_type()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         if eval_points[0] is None:
@@ -231,7 +220,7 @@ class SegmentSum(Op):
         return [tuple(out)]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        return [RepeatOp(self.axis)(output_grads[0], inputs[1]), _disconnected()]
+        return [RepeatOp(self.axis)(output_grads[0], inputs[1]), disconnected_type()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         if eval_points[0] is None:
@@ -299,7 +288,7 @@ class Nonzero(Op):
         return [(a.type.ndim, tm.cast(tm.sum(tm.neq(a, 0)), "int64"))]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        return [_float_zeros(inputs[0])]
+        return [tm.zeros_like_grad(inputs[0])]
 
 
 _nonzero = Nonzero()
@@ -378,7 +367,7 @@ class DiffOp(Op):
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
         (x,) = inputs
         if x.type.dtype in discrete_dtypes:
-            return [_float_zeros(x)]
+            return [tm.zeros_like_grad(x)]
         axis = self.axis % x.type.ndim
         g = output_grads[0]
         for _ in range(self.n):
@@ -438,7 +427,7 @@ class BinCountOp(Op):
         output_storage[0][0] = out.astype(node.outputs[0].type.numpy_dtype, copy=False)
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        grads: list[Any] = [_disconnected(), _disconnected()]
+        grads: list[Any] = [disconnected_type(), disconnected_type()]
         if len(inputs) == 3:
             grads.append(take(output_grads[0], inputs[0]))
         return grads
@@ -498,7 +487,7 @@ class FillDiagonal(Op):
         a = inputs[0]
         gz = output_grads[0]
         if a.type.dtype in discrete_dtypes:
-            return [_float_zeros(a), _float_zeros(inputs[1])]
+            return [tm.zeros_like_grad(a), tm.zeros_like_grad(inputs[1])]
         off_diagonal = fill_diagonal(gz, 0)
         return [off_diagonal, tm.sum(tm.sub(gz, off_diagonal))]
 

@@ -9,19 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.null_type import DisconnectedType
 from opgraph.graph.op import Op
 from opgraph.tensor.basic import as_tensor_variable
-from opgraph.tensor.math import zeros_like
+from opgraph.tensor.math import zeros_like_grad
 
 __all__ = ["GradBlock", "consider_constant", "disconnected_grad", "zero_grad"]
-
-
-def _float_zeros_like(x: Variable) -> Variable:
-    dtype = x.type.dtype if x.type.dtype.startswith(("float", "complex")) else config.floatX
-    return zeros_like(x, dtype=dtype)
 
 
 class GradBlock(Op):
@@ -42,7 +36,7 @@ class GradBlock(Op):
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
         if self.mode == "zero":
-            return [_float_zeros_like(inputs[0])]
+            return [zeros_like_grad(inputs[0])]
         return [DisconnectedType()()]
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:

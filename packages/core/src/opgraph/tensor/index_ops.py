@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import opgraph.tensor.math as tm
-from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
-from opgraph.graph.null_type import DisconnectedType, grad_undefined
+from opgraph.graph.null_type import disconnected_type, grad_undefined
 from opgraph.graph.op import Op
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.shape import as_shape_vector, get_vector_length, integer_dtypes
@@ -35,15 +34,6 @@ __all__ = [
 ]
 
 _ORDERS = ("C", "F")
-
-
-def _disconnected() -> Variable:
-    return DisconnectedType()()
-
-
-def _float_zeros(x: Variable) -> Variable:
-    dtype = x.type.dtype if x.type.dtype.startswith(("float", "complex")) else config.floatX
-    return tm.zeros_like(x, dtype=dtype)
 
 
 def _indices(x: Any, what: str) -> TensorVariable:
@@ -96,7 +86,7 @@ class UnravelIndex(Op):
         return [input_shapes[0]] * len(node.outputs)
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        return [_disconnected(), _disconnected()]
+        return [disconnected_type(), disconnected_type()]
 
 
 def unravel_index(indices: Any, dims: Any, order: str = "C") -> tuple[TensorVariable, ...]:
@@ -160,7 +150,7 @@ class RavelMultiIndex(Op):
         return [tuple(out)]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        return [_disconnected() for _ in inputs]
+        return [disconnected_type() for _ in inputs]
 
 
 def ravel_multi_index(
@@ -210,8 +200,8 @@ class SearchsortedOp(Op):
         return [input_shapes[1]]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        grads = [_float_zeros(inputs[0]), _float_zeros(inputs[1])]
-        return grads + [_disconnected()] * (len(inputs) - 2)
+        grads = [tm.zeros_like_grad(inputs[0]), tm.zeros_like_grad(inputs[1])]
+        return grads + [disconnected_type()] * (len(inputs) - 2)
 
 
 def searchsorted(x: Any, v: Any, side: str = "left", sorter: Any = None) -> TensorVariable:

@@ -11,7 +11,7 @@ import numpy as np
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import DisconnectedType, disconnected_type
 from opgraph.graph.op import Op
 from opgraph.printing.pprint import FunctionPrinter, pprint
 from opgraph.scalar.type import discrete_dtypes, upcast
@@ -39,10 +39,6 @@ if TYPE_CHECKING:
     from opgraph.tensor.variable import TensorVariable
 
 __all__ = ["Join", "Split", "concatenate", "join", "roll", "split", "stack", "tile"]
-
-
-def _disconnected() -> Variable:
-    return DisconnectedType()()
 
 
 def _is_disconnected(g: Any) -> bool:
@@ -159,7 +155,7 @@ class Join(Op):
         gz = output_grads[0]
         dtype = upcast(*[t.type.dtype for t in tensors])
         if dtype in discrete_dtypes:
-            return [_disconnected()] + [tm.zeros_like(t, dtype=config.floatX) for t in tensors]
+            return [disconnected_type()] + [tm.zeros_like(t, dtype=config.floatX) for t in tensors]
         ndim = tensors[0].type.ndim
         a = _constant_axis(axis, ndim, "Join")
         if a is not None:
@@ -167,7 +163,7 @@ class Join(Op):
         else:
             sizes = [getitem(shape(t), axis) for t in tensors]
         pieces = Split(len(tensors))(gz, axis, make_vector(*sizes, dtype="int64"), return_list=True)
-        return [_disconnected()] + [
+        return [disconnected_type()] + [
             patternbroadcast(g, t.type.broadcastable) for g, t in zip(pieces, tensors, strict=True)
         ]
 
@@ -351,14 +347,14 @@ class Split(Op):
     ) -> list[Any]:
         x, axis, _ = inputs
         if all(_is_disconnected(g) for g in output_grads):
-            return [_disconnected(), _disconnected(), _disconnected()]
+            return [disconnected_type(), disconnected_type(), disconnected_type()]
         if x.type.dtype in discrete_dtypes:
-            return [tm.zeros_like(x, dtype=config.floatX), _disconnected(), _disconnected()]
+            return [tm.zeros_like(x, dtype=config.floatX), disconnected_type(), disconnected_type()]
         pieces = [
             tm.zeros_like(o) if _is_disconnected(g) else g
             for o, g in zip(outputs, output_grads, strict=True)
         ]
-        return [join(axis, *pieces), _disconnected(), _disconnected()]
+        return [join(axis, *pieces), disconnected_type(), disconnected_type()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         if eval_points[0] is None:

@@ -12,6 +12,7 @@ the cumulative ops and the statistics live in modules above this one (``reductio
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from opgraph.printing.pprint import (
 )
 from opgraph.scalar.type import discrete_dtypes, get_scalar_type
 from opgraph.tensor import elemwise as _elemwise
-from opgraph.tensor.basic import as_tensor_variable, constant
+from opgraph.tensor.basic import as_tensor_variable, constant, patternbroadcast
 from opgraph.tensor.elemwise import CAReduce, CAReduceDtype, DimShuffle, Elemwise, Sum
 
 __all__ = [  # noqa: RUF022 (grouped by topic)
@@ -128,6 +129,8 @@ __all__ = [  # noqa: RUF022 (grouped by topic)
     "tensor_copy",
     "cast",
     "zeros_like",
+    "zeros_like_grad",
+    "sum_to_broadcastable",
     "ones_like",
     "sum",
     # helpers
@@ -364,6 +367,14 @@ def zeros_like(x: Any, dtype: str | None = None) -> Variable:
     return fill(x, constant(0, dtype=dtype or x.type.dtype))
 
 
+def zeros_like_grad(x: Any) -> Variable:
+    """A zero gradient for ``x``: zeros of its dtype if that is float or complex, else of
+    ``floatX`` (Theano's rule for the gradient of an integer input)."""
+    x = as_tensor_variable(x)
+    dtype = x.type.dtype if x.type.dtype.startswith(("float", "complex")) else config.floatX
+    return zeros_like(x, dtype=dtype)
+
+
 def ones_like(x: Any, dtype: str | None = None) -> Variable:
     """Ones of ``x``'s shape and (or ``dtype``'s) dtype."""
     x = as_tensor_variable(x)
@@ -420,6 +431,18 @@ def sum(
     axes = _normalize_axis(axis, x.type.ndim)
     out = Sum(axis=axes, dtype=dtype, acc_dtype=acc_dtype)(x)
     return _keepdims(x, out, axes) if keepdims else out
+
+
+def sum_to_broadcastable(g: Any, broadcastable: Sequence[bool]) -> Variable:
+    """``g`` summed over the dimensions that ``broadcastable`` marks as length 1 and ``g``
+    does not, with exactly that pattern: how a gradient returns to a broadcast input."""
+    g = as_tensor_variable(g)
+    axes = [i for i, (b, gb) in enumerate(zip(broadcastable, g.type.broadcastable)) if b and not gb]
+    if axes:
+        g = sum(g, axis=axes, keepdims=True)
+    if g.type.broadcastable != tuple(broadcastable):
+        g = patternbroadcast(g, broadcastable)
+    return g
 
 
 def is_discrete(x: Variable) -> bool:

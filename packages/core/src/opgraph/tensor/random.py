@@ -128,7 +128,18 @@ def uniform(
 ) -> list[Variable]:
     """Samples uniformly distributed in ``[low, high)``; returns ``[new_state, sample]``.
 
-    The dtype defaults to the upcast of ``config.floatX`` and the bounds' dtypes.
+    Parameters
+    ----------
+    size
+        A tuple of ints or symbolic scalars, an integer vector, or None (the broadcast
+        shape of ``low`` and ``high``).
+    low, high
+        The bounds (numbers or tensors).
+    ndim
+        The number of dimensions, needed when ``size`` is a symbolic vector of unknown
+        length.
+    dtype
+        Default: the upcast of ``config.floatX`` and the bounds' dtypes.
     """
     low, high = _tensors(low, high)
     dtype = _float_dtype(dtype, low, high)

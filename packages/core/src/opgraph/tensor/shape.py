@@ -19,7 +19,7 @@ import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import disconnected_type
 from opgraph.graph.op import Op
 from opgraph.printing.pprint import MemberPrinter, pprint
 from opgraph.scalar.type import discrete_dtypes, int_dtypes, uint_dtypes, upcast
@@ -291,10 +291,6 @@ def make_vector(*scalars: Any, dtype: str | None = None) -> TensorVariable:
     return MakeVector(dtype)(*tensors)
 
 
-def _disconnected() -> Variable:
-    return DisconnectedType()()
-
-
 # ----------------------------------------------------------------------------------------
 # Shape, Shape_i, SpecifyShape
 
@@ -318,7 +314,7 @@ class Shape(Op):
         return [(len(input_shapes[0]),)]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        return [_disconnected()]
+        return [disconnected_type()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         return [None]
@@ -363,7 +359,7 @@ class Shape_i(Op):
         return [()]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        return [_disconnected()]
+        return [disconnected_type()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         return [None]
@@ -419,7 +415,7 @@ class SpecifyShape(Op):
         return [tuple(vector_elements(node.inputs[1], node.inputs[0].type.ndim))]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        return [output_grads[0], _disconnected()]
+        return [output_grads[0], disconnected_type()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         if eval_points[0] is None:
@@ -525,7 +521,7 @@ class Reshape(Op):
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
         x = inputs[0]
-        return [reshape(output_grads[0], shape(x), ndim=x.type.ndim), _disconnected()]
+        return [reshape(output_grads[0], shape(x), ndim=x.type.ndim), disconnected_type()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         if eval_points[0] is None:

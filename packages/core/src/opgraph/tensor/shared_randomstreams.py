@@ -14,6 +14,7 @@ and two ``RandomStreams`` built with the same seed give the same numbers, call f
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,24 @@ from opgraph.tensor.sharedvar import random_shared_constructor
 __all__ = ["RandomStreams", "RandomStreamsBase"]
 
 
+def _draws(draw: Callable[..., list[Variable]]) -> Callable[..., Variable]:
+    """The method drawing from ``draw`` (a function of :mod:`opgraph.tensor.random`) on a new
+    state: ``draw``'s parameters less the state, and its documentation."""
+
+    def method(self: RandomStreamsBase, *args: Any, **kwargs: Any) -> Variable:
+        return self.gen(draw, *args, **kwargs)
+
+    signature = inspect.signature(draw)
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = [self_param, *list(signature.parameters.values())[1:]]
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=params, return_annotation=Variable
+    )
+    method.__name__ = method.__qualname__ = draw.__name__
+    method.__doc__ = (draw.__doc__ or "").replace("; returns ``[new_state, sample]``", "")
+    return method
+
+
 class RandomStreamsBase:
     """The distribution methods; subclasses define :meth:`gen` (how a draw gets its state)."""
 
@@ -34,87 +53,14 @@ class RandomStreamsBase:
         """Build ``op(state, *args, **kwargs)`` on a new random state; return the sample."""
         raise TypeError(f"{type(self).__name__} must define gen()")
 
-    def uniform(
-        self,
-        size: Any = None,
-        low: Any = 0.0,
-        high: Any = 1.0,
-        ndim: int | None = None,
-        dtype: str | None = None,
-    ) -> Variable:
-        """Samples uniformly distributed in ``[low, high)``.
-
-        Parameters
-        ----------
-        size
-            A tuple of ints or symbolic scalars, an integer vector, or None (the broadcast
-            shape of ``low`` and ``high``).
-        low, high
-            The bounds (numbers or tensors).
-        ndim
-            The number of dimensions, needed when ``size`` is a symbolic vector of unknown
-            length.
-        dtype
-            Default: the upcast of ``config.floatX`` and the bounds' dtypes.
-        """
-        return self.gen(raw_random.uniform, size, low, high, ndim=ndim, dtype=dtype)
-
-    def normal(
-        self,
-        size: Any = None,
-        avg: Any = 0.0,
-        std: Any = 1.0,
-        ndim: int | None = None,
-        dtype: str | None = None,
-    ) -> Variable:
-        """Normally distributed samples of mean ``avg`` and standard deviation ``std``."""
-        return self.gen(raw_random.normal, size, avg, std, ndim=ndim, dtype=dtype)
-
-    def binomial(
-        self,
-        size: Any = None,
-        n: Any = 1,
-        p: Any = 0.5,
-        ndim: int | None = None,
-        dtype: str = "int64",
-        prob: Any = None,
-    ) -> Variable:
-        """Binomial counts of ``n`` trials with success probability ``p``."""
-        return self.gen(raw_random.binomial, size, n, p, ndim=ndim, dtype=dtype, prob=prob)
-
-    def random_integers(
-        self,
-        size: Any = None,
-        low: Any = 0,
-        high: Any = 1,
-        ndim: int | None = None,
-        dtype: str = "int64",
-    ) -> Variable:
-        """Integers uniformly distributed in ``[low, high]`` (both ends included)."""
-        return self.gen(raw_random.random_integers, size, low, high, ndim=ndim, dtype=dtype)
-
-    def integers(
-        self,
-        size: Any = None,
-        low: Any = 0,
-        high: Any = None,
-        ndim: int | None = None,
-        dtype: str = "int64",
-    ) -> Variable:
-        """Integers uniformly distributed in ``[low, high)`` (NumPy Generator's convention)."""
-        return self.gen(raw_random.integers, size, low, high, ndim=ndim, dtype=dtype)
-
-    def choice(
-        self,
-        size: Any = None,
-        a: Any = 2,
-        replace: Any = True,
-        p: Any = None,
-        ndim: int | None = None,
-        dtype: str = "int64",
-    ) -> Variable:
-        """Samples from ``a`` (``range(a)`` for a scalar), with probabilities ``p``."""
-        return self.gen(raw_random.choice, size, a, replace, p, ndim=ndim, dtype=dtype)
+    uniform = _draws(raw_random.uniform)
+    normal = _draws(raw_random.normal)
+    binomial = _draws(raw_random.binomial)
+    random_integers = _draws(raw_random.random_integers)
+    integers = _draws(raw_random.integers)
+    choice = _draws(raw_random.choice)
+    permutation = _draws(raw_random.permutation)
+    multinomial = _draws(raw_random.multinomial)
 
     def poisson(
         self,
@@ -127,27 +73,6 @@ class RandomStreamsBase:
         if lam is None:
             raise TypeError("poisson needs the rate: poisson(size, lam=...)")
         return self.gen(raw_random.poisson, size, lam, ndim=ndim, dtype=dtype)
-
-    def permutation(
-        self,
-        size: Any = None,
-        n: Any = 1,
-        ndim: int | None = None,
-        dtype: str = "int64",
-    ) -> Variable:
-        """Permutations of ``range(n)``: a vector for ``size=None``, else one per index."""
-        return self.gen(raw_random.permutation, size, n, ndim=ndim, dtype=dtype)
-
-    def multinomial(
-        self,
-        size: Any = None,
-        n: Any = 1,
-        pvals: Any = (0.5, 0.5),
-        ndim: int | None = None,
-        dtype: str = "int64",
-    ) -> Variable:
-        """Multinomial counts of ``n`` trials over ``len(pvals)`` outcomes (a last axis)."""
-        return self.gen(raw_random.multinomial, size, n, pvals, ndim=ndim, dtype=dtype)
 
 
 class RandomStreams(RandomStreamsBase):

@@ -14,7 +14,7 @@ import numpy as np
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import disconnected_type
 from opgraph.graph.op import Op
 from opgraph.scalar.type import discrete_dtypes
 from opgraph.tensor.basic import as_tensor_variable
@@ -27,10 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["ArgSortOp", "PermuteAlongAxis", "SortOp", "argsort", "sort"]
 
 _KINDS = ("quicksort", "mergesort", "heapsort", "stable")
-
-
-def _disconnected() -> Variable:
-    return DisconnectedType()()
 
 
 def _axis_input(op: Op, a: Variable, axis: Any) -> TensorVariable:
@@ -99,10 +95,10 @@ class SortOp(_SortBase):
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
         a, axis = inputs
         if a.type.dtype in discrete_dtypes:
-            return [tm.zeros_like(a, dtype=config.floatX), _disconnected()]
+            return [tm.zeros_like(a, dtype=config.floatX), disconnected_type()]
         idx = ArgSortOp(self.kind)(a, axis)
         inverse = ArgSortOp("quicksort")(idx, axis)
-        return [permute_along_axis(output_grads[0], inverse, axis), _disconnected()]
+        return [permute_along_axis(output_grads[0], inverse, axis), disconnected_type()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         a, axis = inputs
@@ -127,7 +123,7 @@ class ArgSortOp(_SortBase):
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
         a = inputs[0]
         dtype = a.type.dtype if a.type.dtype.startswith(("float", "complex")) else config.floatX
-        return [tm.zeros_like(a, dtype=dtype), _disconnected()]
+        return [tm.zeros_like(a, dtype=dtype), disconnected_type()]
 
 
 class PermuteAlongAxis(Op):
@@ -165,7 +161,7 @@ class PermuteAlongAxis(Op):
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
         _, perm, axis = inputs
         inverse = ArgSortOp("quicksort")(perm, axis)
-        return [self(output_grads[0], inverse, axis), _disconnected(), _disconnected()]
+        return [self(output_grads[0], inverse, axis), disconnected_type(), disconnected_type()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         if eval_points[0] is None:

@@ -16,7 +16,7 @@ import numpy as np
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import disconnected_type
 from opgraph.graph.op import Op
 from opgraph.printing.pprint import FunctionPrinter, pprint
 from opgraph.scalar.type import discrete_dtypes, int_dtypes, uint_dtypes, upcast
@@ -45,10 +45,6 @@ __all__ = [
     "ones",
     "zeros",
 ]
-
-
-def _disconnected() -> Variable:
-    return DisconnectedType()()
 
 
 def shape_arguments(shape: Any, what: str) -> list[Any]:
@@ -164,7 +160,7 @@ class Alloc(Op):
             for k, axis in enumerate(kept):
                 order[axis] = k
             gx = gx.dimshuffle(order)  # type: ignore[attr-defined]
-        return [gx] + [_disconnected() for _ in inputs[1:]]
+        return [gx] + [disconnected_type() for _ in inputs[1:]]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         if eval_points[0] is None:
@@ -226,7 +222,7 @@ class AllocEmpty(Op):
         return _shape_out(node, 0)
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        return [_disconnected() for _ in inputs]
+        return [disconnected_type() for _ in inputs]
 
     def do_constant_folding(self, fgraph: Any, node: Apply) -> bool:
         return False
@@ -331,11 +327,11 @@ class ARange(Op):
         if self.dtype in discrete_dtypes:
             return [
                 tm.zeros_like(start, dtype=config.floatX),
-                _disconnected(),
+                disconnected_type(),
                 tm.zeros_like(step, dtype=config.floatX),
             ]
         steps = arange(shape_i(outputs[0], 0), dtype=self.dtype)
-        return [tm.sum(gz), _disconnected(), tm.sum(tm.mul(gz, steps))]
+        return [tm.sum(gz), disconnected_type(), tm.sum(tm.mul(gz, steps))]
 
 
 _arange: dict[str, ARange] = {}
@@ -401,7 +397,7 @@ class Eye(Op):
         return [tuple(_shape_out(node, 0)[0][:2])]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
-        return [_disconnected() for _ in inputs]
+        return [disconnected_type() for _ in inputs]
 
 
 def eye(n: Any, m: Any = None, k: Any = 0, dtype: str | None = None) -> TensorVariable:
