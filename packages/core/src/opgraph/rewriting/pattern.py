@@ -10,16 +10,20 @@
   variable (or equal constants);
 - a Python number: a Constant whose data (of any shape) is all equal to it;
 - a Variable: that variable, or a Constant equal to it;
-- ``{"pattern": p, "constraint": fn}``: matches ``p`` and requires ``fn(variable)`` to be true.
+- ``{"pattern": p, "constraint": fn}``: matches ``p`` and requires ``fn(variable)`` to be true;
+- ``"*name"``, last in a tuple: the remaining inputs, none or more (``(alloc, "v", "*shape")``).
 
-The output pattern uses the same tuples and strings; ``(op, ...)`` calls ``op`` on the
-built inputs, so numbers are converted by the Op's ``make_node``. Matching recurses over
-the pattern (a few levels), never over the graph.
+The output pattern uses the same tuples and strings; ``(op, ...)`` calls ``op`` (or any
+function) on the built inputs, so numbers are converted by the Op's ``make_node``;
+``"*name"`` passes the inputs it bound. The replacement is given the replaced variable's type
+by ``retype`` (default: ``convert_variable``, which accepts a more broadcastable one;
+:func:`exact_type` accepts only the same type). Matching recurses over the pattern (a few
+levels), never over the graph.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from numbers import Number
 from typing import Any
 
@@ -29,9 +33,28 @@ from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.op import Op
 from opgraph.rewriting.basic import NodeRewriter, caller_location
 
-__all__ = ["PatternNodeRewriter", "PatternSub", "pattern_rewriter", "pattern_to_str"]
+__all__ = [
+    "PatternNodeRewriter",
+    "PatternSub",
+    "exact_type",
+    "pattern_rewriter",
+    "pattern_to_str",
+]
 
 Pattern = Any
+Retype = Callable[[Variable, Variable], Variable | None]
+
+
+def exact_type(new: Variable, old: Variable) -> Variable | None:
+    """A ``retype`` accepting the replacement only if it has exactly ``old``'s type."""
+    return new if new.type == old.type else None
+
+
+def _rest_name(pattern: Any) -> str | None:
+    """``name`` for a rest variable ``"*name"``, else None."""
+    if type(pattern) is str and pattern[:1] == "*":
+        return pattern[1:]
+    return None
 
 
 def pattern_to_str(pattern: Pattern) -> str:
@@ -47,6 +70,10 @@ def pattern_to_str(pattern: Pattern) -> str:
 
 def _fn_name(fn: Any) -> str:
     return getattr(fn, "__name__", None) or str(fn)
+
+
+def _is_op_or_class(x: Any) -> bool:
+    return isinstance(x, Op) or (isinstance(x, type) and issubclass(x, Op))
 
 
 def _op_matches(op_pattern: Any, op: Op) -> bool:
@@ -86,6 +113,13 @@ class PatternNodeRewriter(NodeRewriter):
     skip_identities_fn
         ``fn(variable) -> variable | None``: a variable to look through (e.g. the input of a
         no-op cast) before matching a sub-pattern.
+    tracks
+        The Ops (instances or classes) the rewriter applies to, instead of the head of
+        ``in_pattern``; the head may then be a predicate ``f(op)`` (e.g. "is a cast", with
+        the casts to every dtype tracked).
+    retype
+        ``retype(new, old) -> variable | None``: the replacement given ``old``'s type, or
+        None to refuse (e.g. :func:`exact_type`). Default: ``old.type.convert_variable``.
     """
 
     def __init__(
@@ -95,6 +129,8 @@ class PatternNodeRewriter(NodeRewriter):
         name: str | None = None,
         allow_multiple_clients: bool = False,
         skip_identities_fn: Callable[[Variable], Variable | None] | None = None,
+        tracks: Sequence[type[Op] | Op] | None = None,
+        retype: Retype | None = None,
     ) -> None:
         root = in_pattern["pattern"] if isinstance(in_pattern, Mapping) else in_pattern
         if not isinstance(root, tuple) or not root:
@@ -102,20 +138,32 @@ class PatternNodeRewriter(NodeRewriter):
                 f"the input pattern must be a tuple (op, sub-patterns...), got {in_pattern!r}"
             )
         head = root[0]
-        if not (isinstance(head, Op) or (isinstance(head, type) and issubclass(head, Op))):
-            raise TypeError(f"the head of an input pattern must be an Op or Op class: {head!r}")
+        if tracks is not None:
+            self._tracks = list(tracks)
+            if not self._tracks or not all(_is_op_or_class(t) for t in self._tracks):
+                raise TypeError(f"tracks must list Ops or Op classes, got {tracks!r}")
+            if not (_is_op_or_class(head) or callable(head)):
+                raise TypeError(
+                    f"the head of an input pattern must be an Op, Op class or predicate: {head!r}"
+                )
+        elif _is_op_or_class(head):
+            self._tracks = [head]
+        else:
+            raise TypeError(
+                f"the head of an input pattern must be an Op or Op class (or give tracks): {head!r}"
+            )
         self.in_pattern = in_pattern
         self.out_pattern = out_pattern
         self.allow_multiple_clients = allow_multiple_clients
         self.skip_identities_fn = skip_identities_fn
-        self._head = head
+        self.retype = retype
         self.identity = f"{pattern_to_str(in_pattern)} -> {pattern_to_str(out_pattern)}"
         self.name = name or self.identity
         self.__doc__ = f"``{self.identity}``"
         self._location = caller_location()
 
     def tracks(self) -> list[type[Op] | Op]:
-        return [self._head]
+        return self._tracks
 
     # -- matching
     def match(self, var: Variable, fgraph: Any = None) -> dict[str, Variable] | None:
@@ -146,15 +194,25 @@ class PatternNodeRewriter(NodeRewriter):
                     var = inner
                     inner = self.skip_identities_fn(var)
             node = var.owner
-            if node is None or len(node.inputs) != len(pattern) - 1:
+            if node is None:
+                return False
+            ins = node.inputs
+            rest = _rest_name(pattern[-1])
+            n = len(pattern) - 1 if rest is None else len(pattern) - 2
+            if len(ins) < n or (rest is None and len(ins) > n):
                 return False
             if not _op_matches(pattern[0], node.op):
                 return False
             if not root and not self.allow_multiple_clients and self._shared(var, fgraph):
                 return False
+            if rest is not None:
+                bound_rest = u.get(rest)
+                if bound_rest is None:
+                    u[rest] = tuple(ins[n:])  # type: ignore[assignment]
+                elif list(bound_rest) != list(ins[n:]):  # type: ignore[arg-type]
+                    return False
             return all(
-                self._match(sub, inp, u, fgraph, False)
-                for sub, inp in zip(pattern[1:], node.inputs)
+                self._match(sub, inp, u, fgraph, False) for sub, inp in zip(pattern[1 : n + 1], ins)
             )
         if isinstance(pattern, Variable):
             return var is pattern or (isinstance(pattern, Constant) and pattern.equals(var))
@@ -180,7 +238,14 @@ class PatternNodeRewriter(NodeRewriter):
             return u[pattern]
         if isinstance(pattern, tuple):
             op, *subs = pattern
-            return op(*(self._build(s, u) for s in subs))
+            args: list[Any] = []
+            for s in subs:
+                rest = _rest_name(s)
+                if rest is None:
+                    args.append(self._build(s, u))
+                else:
+                    args.extend(u[rest])  # type: ignore[arg-type]
+            return op(*args)
         return pattern
 
     def transform(self, fgraph: Any, node: Apply) -> list[Variable] | None:
@@ -193,6 +258,9 @@ class PatternNodeRewriter(NodeRewriter):
         new = self._build(self.out_pattern, bindings)
         if not isinstance(new, Variable):
             new = out.type.make_constant(new)
+        if self.retype is not None:
+            new = self.retype(new, out)
+            return None if new is None else [new]
         if new.type != out.type:
             converted = out.type.convert_variable(new)
             if converted is None:
@@ -210,6 +278,9 @@ def pattern_rewriter(
     out_pattern: Pattern,
     allow_multiple_clients: bool = False,
     skip_identities_fn: Callable[[Variable], Variable | None] | None = None,
+    *,
+    tracks: Sequence[type[Op] | Op] | None = None,
+    retype: Retype | None = None,
 ) -> PatternNodeRewriter:
     """A named :class:`PatternNodeRewriter`: ``pattern_rewriter("local_neg_neg",
     (neg, (neg, "x")), "x")``. Its location is the line calling this function."""
@@ -219,6 +290,8 @@ def pattern_rewriter(
         name=name,
         allow_multiple_clients=allow_multiple_clients,
         skip_identities_fn=skip_identities_fn,
+        tracks=tracks,
+        retype=retype,
     )
 
 
