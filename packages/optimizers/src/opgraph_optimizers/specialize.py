@@ -17,7 +17,7 @@ import numpy as np
 import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Variable
-from opgraph.rewriting import node_rewriter
+from opgraph.rewriting import node_rewriter, pattern_rewriter
 from opgraph.scalar.type import discrete_dtypes, uint_dtypes
 from opgraph.tensor.elemwise import CAReduce, Sum
 from opgraph.tensor.reduction import Argmax, MaxAndArgmax
@@ -184,27 +184,18 @@ def _is_value(var: Variable, value: Any) -> bool:
     return c is not None and bool(c == value)
 
 
-@rewrites.specialize
-@node_rewriter([tm.mul])
-def local_mul_to_sqr(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``x * x -> sqr(x)``."""
-    ins = elemwise_inputs(node, ps.Mul)
-    if ins is None or len(ins) != 2 or ins[0] is not ins[1]:
-        return None
-    result = as_type_of(tm.sqr(ins[0]), node.outputs[0])
-    return None if result is None else [result]
-
-
-@rewrites.specialize
-@node_rewriter([tm.log])
-def local_log_exp(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``log(exp(x)) -> x``."""
-    ins = elemwise_inputs(node, ps.Log)
-    inner = elemwise_inputs(ins[0], ps.Exp) if ins is not None else None
-    if inner is None:
-        return None
-    result = as_type_of(inner[0], node.outputs[0])
-    return None if result is None else [result]
+local_mul_to_sqr = rewrites.specialize(
+    pattern_rewriter("local_mul_to_sqr", (tm.mul, "x", "x"), (tm.sqr, "x"), retype=as_type_of)
+)
+local_log_exp = rewrites.specialize(
+    pattern_rewriter(
+        "local_log_exp",
+        (tm.log, (tm.exp, "x")),
+        "x",
+        allow_multiple_clients=True,
+        retype=as_type_of,  # a cast where ``x`` is an integer
+    )
+)
 
 
 @rewrites.specialize

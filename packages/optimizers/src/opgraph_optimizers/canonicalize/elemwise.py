@@ -18,7 +18,8 @@ import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.gradient import GradBlock
 from opgraph.graph.basic import Apply, Variable
-from opgraph.rewriting import node_rewriter
+from opgraph.rewriting import node_rewriter, pattern_rewriter
+from opgraph.rewriting.pattern import exact_type
 from opgraph.scalar.type import discrete_dtypes
 from opgraph.tensor.basic import Rebroadcast
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
@@ -27,6 +28,7 @@ from opgraph_optimizers.canonicalize.utils import (
     as_type_of,
     broadcast_constant,
     elemwise_inputs,
+    is_cast,
     scalar_op_of,
 )
 from opgraph_optimizers.registry import rewrites
@@ -48,15 +50,20 @@ __all__ = [
 # ------------------------------------------------------------------ DimShuffle
 
 
-@rewrites.canonicalize
-@rewrites.specialize
-@node_rewriter([DimShuffle])
-def local_useless_dimshuffle(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``DimShuffle{0,1,...,n-1}(x) -> x``."""
-    (x,) = node.inputs
-    if list(node.op.new_order) != list(range(x.type.ndim)) or x.type != node.outputs[0].type:
-        return None
-    return [x]
+def _keeps_every_dim(var: Variable) -> bool:
+    """True if ``var`` is a DimShuffle keeping every dimension in place (``{0,1,...,n-1}``)."""
+    node = var.owner
+    return list(node.op.new_order) == list(range(node.inputs[0].type.ndim))
+
+
+local_useless_dimshuffle = pattern_rewriter(
+    "local_useless_dimshuffle",
+    {"pattern": (DimShuffle, "x"), "constraint": _keeps_every_dim},
+    "x",
+    retype=exact_type,
+)
+rewrites.specialize(local_useless_dimshuffle)
+rewrites.canonicalize(local_useless_dimshuffle)
 
 
 @rewrites.canonicalize
@@ -92,45 +99,35 @@ def local_dimshuffle_lift(fgraph: Any, node: Apply) -> list[Variable] | None:
 # ------------------------------------------------------------------ casts and Rebroadcast
 
 
-@rewrites.canonicalize
-@rewrites.specialize
-@node_rewriter(CAST_OPS)
-def local_useless_cast(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``cast(x, x.dtype) -> x``."""
-    ins = elemwise_inputs(node, ps.Cast)
-    if ins is None or ins[0].type != node.outputs[0].type:
-        return None
-    return [ins[0]]
+local_useless_cast = pattern_rewriter(
+    "local_useless_cast", (is_cast, "x"), "x", tracks=CAST_OPS, retype=exact_type
+)
+rewrites.specialize(local_useless_cast)
+rewrites.canonicalize(local_useless_cast)
 
 
-@rewrites.canonicalize
-@rewrites.specialize
-@node_rewriter(CAST_OPS)
-def local_cast_cast(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``cast(cast(x, t1), t2) -> cast(x, t2)`` when ``t1`` holds every value of ``x``."""
-    ins = elemwise_inputs(node, ps.Cast)
-    if ins is None:
-        return None
-    inner = elemwise_inputs(ins[0], ps.Cast)
-    if inner is None:
-        return None
-    base = inner[0]
-    if not np.can_cast(base.type.dtype, ins[0].type.dtype, casting="safe"):
-        return None
-    out = node.outputs[0]
-    new = as_type_of(base, out)  # a cast to out's dtype, or base itself
-    return None if new is None else [new]
+def _loses_no_value(var: Variable) -> bool:
+    """True if ``var`` is a cast to a dtype holding every value of its input's."""
+    return np.can_cast(var.owner.inputs[0].type.dtype, var.type.dtype, casting="safe")
 
 
-@rewrites.canonicalize
-@rewrites.specialize
-@node_rewriter([Rebroadcast])
-def local_useless_rebroadcast(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``Rebroadcast(x) -> x`` when it changes no broadcastable flag."""
-    (x,) = node.inputs
-    if x.type != node.outputs[0].type:
-        return None
-    return [x]
+# ``cast(cast(x, t1), t2) -> cast(x, t2)``: ``as_type_of`` casts ``x`` to ``t2`` (or not at all).
+local_cast_cast = pattern_rewriter(
+    "local_cast_cast",
+    (is_cast, {"pattern": (is_cast, "x"), "constraint": _loses_no_value}),
+    "x",
+    allow_multiple_clients=True,
+    tracks=CAST_OPS,
+    retype=as_type_of,
+)
+rewrites.specialize(local_cast_cast)
+rewrites.canonicalize(local_cast_cast)
+
+local_useless_rebroadcast = pattern_rewriter(
+    "local_useless_rebroadcast", (Rebroadcast, "x"), "x", retype=exact_type
+)
+rewrites.specialize(local_useless_rebroadcast)
+rewrites.canonicalize(local_useless_rebroadcast)
 
 
 @rewrites.canonicalize
@@ -207,24 +204,19 @@ def local_fill_sink(fgraph: Any, node: Apply) -> list[Variable] | None:
     return None if new is None else [new]
 
 
-@rewrites.canonicalize("shape_unsafe")
-@rewrites.stabilize("shape_unsafe")
-@rewrites.specialize("shape_unsafe")
-@node_rewriter([tm.second])
-def local_useless_fill(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``fill(x, y) -> y`` when ``y`` already has the result's type (so its shape too)."""
-    ins = elemwise_inputs(node, ps.Second)
-    if ins is None or ins[1].type != node.outputs[0].type:
-        return None
-    return [ins[1]]
+# ``fill(x, y) -> y`` only where ``y`` already has the result's type (so its shape too).
+local_useless_fill = pattern_rewriter(
+    "local_useless_fill", (tm.second, "x", "y"), "y", retype=exact_type
+)
+rewrites.specialize("shape_unsafe")(local_useless_fill)
+rewrites.stabilize("shape_unsafe")(local_useless_fill)
+rewrites.canonicalize("shape_unsafe")(local_useless_fill)
 
 
 # ------------------------------------------------------------------ gradient blocks
 
 
-@rewrites.canonicalize
-@node_rewriter([GradBlock])
-def local_remove_grad_block(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``disconnected_grad(x) -> x``, ``zero_grad(x) -> x``: they only act on gradients."""
-    (x,) = node.inputs
-    return [x] if x.type == node.outputs[0].type else None
+# ``disconnected_grad(x) -> x``, ``zero_grad(x) -> x``: they only act on gradients.
+local_remove_grad_block = rewrites.canonicalize(
+    pattern_rewriter("local_remove_grad_block", (GradBlock, "x"), "x", retype=exact_type)
+)

@@ -28,6 +28,7 @@ __all__ = [
     "broadcast_constant",
     "clients_of",
     "elemwise_inputs",
+    "is_cast",
     "is_neg",
     "negate",
     "scalar_constant",
@@ -37,6 +38,11 @@ __all__ = [
 
 #: The Elemwise casts to every dtype: rewriters of casts track these (equal to any cast op).
 CAST_OPS = [Elemwise(ps.Cast(get_scalar_type(d))) for d in all_dtypes]
+
+
+def is_cast(op: Any) -> bool:
+    """True for an Elemwise cast to any dtype (the head of cast patterns tracking CAST_OPS)."""
+    return isinstance(getattr(op, "scalar_op", None), ps.Cast)
 
 
 def scalar_op_of(x: Variable | Apply | None) -> ps.ScalarOp | None:
