@@ -43,6 +43,7 @@ __all__ = [
 
 Pattern = Any
 Retype = Callable[[Variable, Variable], Variable | None]
+Matcher = Callable[[Variable, dict[str, Any], Any], bool]
 
 
 def exact_type(new: Variable, old: Variable) -> Variable | None:
@@ -76,14 +77,27 @@ def _is_op_or_class(x: Any) -> bool:
     return isinstance(x, Op) or (isinstance(x, type) and issubclass(x, Op))
 
 
-def _op_matches(op_pattern: Any, op: Op) -> bool:
+def _op_matcher(op_pattern: Any) -> Callable[[Op], bool]:
     if isinstance(op_pattern, type):
-        return isinstance(op, op_pattern)
+        return lambda op: isinstance(op, op_pattern)
     if isinstance(op_pattern, Op):
-        return op == op_pattern
+        return lambda op: op is op_pattern or op == op_pattern
     if callable(op_pattern):  # a predicate on the Op
-        return bool(op_pattern(op))
+        return lambda op: bool(op_pattern(op))
     raise TypeError(f"the head of a pattern must be an Op or an Op class, got {op_pattern!r}")
+
+
+def _variable_matcher(name: str) -> Matcher:
+    """A pattern variable: binds anything, then only the same variable (or an equal constant)."""
+
+    def match_variable(var: Variable, u: dict[str, Any], fgraph: Any) -> bool:
+        bound = u.get(name)
+        if bound is None:
+            u[name] = var
+            return True
+        return bound is var or (isinstance(bound, Constant) and bound.equals(var))
+
+    return match_variable
 
 
 def _constant_equals(var: Variable, value: Any) -> bool:
@@ -157,6 +171,7 @@ class PatternNodeRewriter(NodeRewriter):
         self.allow_multiple_clients = allow_multiple_clients
         self.skip_identities_fn = skip_identities_fn
         self.retype = retype
+        self._matcher = self._compile(in_pattern, root=True)
         self.identity = f"{pattern_to_str(in_pattern)} -> {pattern_to_str(out_pattern)}"
         self.name = name or self.identity
         self.__doc__ = f"``{self.identity}``"
@@ -169,56 +184,88 @@ class PatternNodeRewriter(NodeRewriter):
     def match(self, var: Variable, fgraph: Any = None) -> dict[str, Variable] | None:
         """The bindings of the pattern variables if ``var`` matches ``in_pattern``, else None."""
         bindings: dict[str, Variable] = {}
-        if self._match(self.in_pattern, var, bindings, fgraph, root=True):
+        if self._matcher(var, bindings, fgraph):
             return bindings
         return None
 
-    def _match(
-        self, pattern: Pattern, var: Variable, u: dict[str, Variable], fgraph: Any, root: bool
-    ) -> bool:
+    def _compile(self, pattern: Pattern, root: bool) -> Matcher:
+        """``pattern`` as a function ``m(var, bindings, fgraph) -> bool`` (made once: the
+        pattern's elements are told apart here, not at each node)."""
         if isinstance(pattern, Mapping):
-            if not self._match(pattern["pattern"], var, u, fgraph, root):
-                return False
             constraint = pattern.get("constraint")
-            return constraint is None or bool(constraint(var))
+            if isinstance(pattern["pattern"], tuple):
+                return self._node_matcher(pattern["pattern"], root, constraint)
+            inner = self._compile(pattern["pattern"], root)
+            if constraint is None:
+                return inner
+            return lambda var, u, fg: inner(var, u, fg) and bool(constraint(var))
         if isinstance(pattern, str):
-            bound = u.get(pattern)
-            if bound is None:
-                u[pattern] = var
-                return True
-            return bound is var or (isinstance(bound, Constant) and bound.equals(var))
+            return _variable_matcher(pattern)
         if isinstance(pattern, tuple):
-            if self.skip_identities_fn is not None and not root:
-                inner = self.skip_identities_fn(var)
+            return self._node_matcher(pattern, root)
+        if isinstance(pattern, Variable):
+            return lambda var, u, fg: (
+                var is pattern or (isinstance(pattern, Constant) and pattern.equals(var))
+            )
+        if isinstance(pattern, Number | np.ndarray | np.generic):
+            return lambda var, u, fg: _constant_equals(var, pattern)
+        raise TypeError(f"unsupported pattern element {pattern!r} in {self.name}")
+
+    def _node_matcher(
+        self, pattern: tuple, root: bool, constraint: Callable[[Variable], Any] | None = None
+    ) -> Matcher:
+        head, rest = pattern[0], _rest_name(pattern[-1])
+        n = len(pattern) - 1 if rest is None else len(pattern) - 2
+        # Pattern variables are matched inline (by name), then the nested patterns.
+        names = [(i, sub) for i, sub in enumerate(pattern[1 : n + 1]) if isinstance(sub, str)]
+        nested = [
+            (i, self._compile(sub, False))
+            for i, sub in enumerate(pattern[1 : n + 1])
+            if not isinstance(sub, str)
+        ]
+        same_op = head if isinstance(head, Op) else None  # the usual case: ``op is head``
+        op_ok = _op_matcher(head)
+        skip = None if root else self.skip_identities_fn
+        single_client = not root and not self.allow_multiple_clients
+        shared = self._shared
+
+        def match_node(matched: Variable, u: dict[str, Any], fgraph: Any) -> bool:
+            var = matched
+            if skip is not None:
+                inner = skip(var)
                 while inner is not None and inner is not var:
                     var = inner
-                    inner = self.skip_identities_fn(var)
+                    inner = skip(var)
             node = var.owner
             if node is None:
                 return False
             ins = node.inputs
-            rest = _rest_name(pattern[-1])
-            n = len(pattern) - 1 if rest is None else len(pattern) - 2
-            if len(ins) < n or (rest is None and len(ins) > n):
+            if len(ins) != n and (rest is None or len(ins) < n):
                 return False
-            if not _op_matches(pattern[0], node.op):
+            op = node.op
+            if op is not same_op and not op_ok(op):
                 return False
-            if not root and not self.allow_multiple_clients and self._shared(var, fgraph):
+            if single_client and shared(var, fgraph):
                 return False
-            if rest is not None:
-                bound_rest = u.get(rest)
-                if bound_rest is None:
-                    u[rest] = tuple(ins[n:])  # type: ignore[assignment]
-                elif list(bound_rest) != list(ins[n:]):  # type: ignore[arg-type]
+            for i, name in names:
+                inp = ins[i]
+                bound = u.get(name)
+                if bound is None:
+                    u[name] = inp
+                elif bound is not inp and not (isinstance(bound, Constant) and bound.equals(inp)):
                     return False
-            return all(
-                self._match(sub, inp, u, fgraph, False) for sub, inp in zip(pattern[1 : n + 1], ins)
-            )
-        if isinstance(pattern, Variable):
-            return var is pattern or (isinstance(pattern, Constant) and pattern.equals(var))
-        if isinstance(pattern, Number | np.ndarray | np.generic):
-            return _constant_equals(var, pattern)
-        raise TypeError(f"unsupported pattern element {pattern!r} in {self.name}")
+            if rest is not None:
+                bound = u.get(rest)
+                if bound is None:
+                    u[rest] = tuple(ins[n:])
+                elif list(bound) != ins[n:]:
+                    return False
+            for i, sub in nested:
+                if not sub(ins[i], u, fgraph):
+                    return False
+            return constraint is None or bool(constraint(matched))
+
+        return match_node
 
     @staticmethod
     def _shared(var: Variable, fgraph: Any) -> bool:
@@ -252,8 +299,8 @@ class PatternNodeRewriter(NodeRewriter):
         if len(node.outputs) != 1:
             return None
         (out,) = node.outputs
-        bindings = self.match(out, fgraph)
-        if bindings is None:
+        bindings: dict[str, Any] = {}
+        if not self._matcher(out, bindings, fgraph):
             return None
         new = self._build(self.out_pattern, bindings)
         if not isinstance(new, Variable):
