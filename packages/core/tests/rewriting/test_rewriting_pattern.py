@@ -260,6 +260,8 @@ def test_bad_patterns_are_rejected() -> None:
         PatternNodeRewriter("x", "x")
     with pytest.raises(TypeError, match="Op or Op class"):
         PatternNodeRewriter((len, "x"), "x")
+    with pytest.raises(TypeError, match="unsupported pattern element .* in bad"):
+        pattern_rewriter("bad", (neg, ["x"]), "x")  # told when declared, not when matching
 
 
 def test_pattern_equilibrium_with_several_identities() -> None:

@@ -171,9 +171,9 @@ class PatternNodeRewriter(NodeRewriter):
         self.allow_multiple_clients = allow_multiple_clients
         self.skip_identities_fn = skip_identities_fn
         self.retype = retype
-        self._matcher = self._compile(in_pattern, root=True)
         self.identity = f"{pattern_to_str(in_pattern)} -> {pattern_to_str(out_pattern)}"
         self.name = name or self.identity
+        self._matcher = self._compile(in_pattern, root=True)
         self.__doc__ = f"``{self.identity}``"
         self._location = caller_location()
 
