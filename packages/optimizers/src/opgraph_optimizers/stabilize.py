@@ -39,9 +39,9 @@ from opgraph_optimizers.canonicalize.utils import (
     as_type_of,
     broadcast_constant,
     elemwise_inputs,
+    has_value,
     is_neg,
     negate,
-    scalar_constant,
 )
 from opgraph_optimizers.registry import rewrites
 
@@ -63,13 +63,8 @@ __all__ = [
 ]
 
 
-def _is_value(var: Variable, value: float) -> bool:
-    c = scalar_constant(var)
-    return c is not None and bool(c == value)
-
-
 def _is_one(var: Variable) -> bool:
-    return _is_value(var, 1)
+    return has_value(var, 1)
 
 
 def values_eq_approx_stabilized(old: Any, new: Any) -> bool:
@@ -160,7 +155,7 @@ def local_expm1(fgraph: Any, node: Apply) -> list[Variable] | None:
     ins = elemwise_inputs(node, ps.Add)
     if ins is None:
         return None
-    minus = [k for k, t in enumerate(ins) if _is_value(t, -1)]
+    minus = [k for k, t in enumerate(ins) if has_value(t, -1)]
     exps = [k for k, t in enumerate(ins) if elemwise_inputs(t, ps.Exp) is not None]
     if not minus or not exps:
         return None
@@ -206,7 +201,7 @@ def _squares_split(terms: list[Variable]) -> list[Variable]:
         ins = elemwise_inputs(t, ps.Sqr)
         if ins is None:
             ins = elemwise_inputs(t, ps.Pow)
-            if ins is not None and _is_value(ins[1], 2) and ins[0].type == t.type:
+            if ins is not None and has_value(ins[1], 2) and ins[0].type == t.type:
                 ins = ins[:1]
             else:
                 ins = None

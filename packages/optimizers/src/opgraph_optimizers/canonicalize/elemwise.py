@@ -25,9 +25,11 @@ from opgraph.tensor.basic import Rebroadcast
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
 from opgraph_optimizers.canonicalize.utils import (
     CAST_OPS,
+    as_replacement,
     as_type_of,
     broadcast_constant,
     elemwise_inputs,
+    has_one_client,
     is_cast,
     scalar_op_of,
 )
@@ -80,19 +82,17 @@ def local_dimshuffle_lift(fgraph: Any, node: Apply) -> list[Variable] | None:
         isinstance(inode.op, Elemwise)
         and len(inode.outputs) == 1
         and not inode.op.inplace_pattern
-        and len(getattr(inp, "clients", ())) == 1
+        and has_one_client(inp)
     ):
         lifted = [DimShuffle(i.type.broadcastable, order)(i) for i in inode.inputs]
-        new = as_type_of(inode.op(*lifted), out)
-        return None if new is None else [new]
+        return as_replacement(inode.op(*lifted), out)
     if isinstance(inode.op, DimShuffle):
         inner = inode.op.new_order
         merged = ["x" if o == "x" else inner[o] for o in order]
         src = inode.inputs[0]
         if merged == list(range(src.type.ndim)) and src.type == out.type:
             return [src]
-        new = as_type_of(DimShuffle(src.type.broadcastable, merged)(src), out)
-        return None if new is None else [new]
+        return as_replacement(DimShuffle(src.type.broadcastable, merged)(src), out)
     return None
 
 
@@ -164,14 +164,11 @@ def local_useless_elemwise(fgraph: Any, node: Apply) -> list[Variable] | None:
     out = node.outputs[0]
     ins = node.inputs
     if isinstance(op, ps.Add | ps.Mul | ps.Identity) and len(ins) == 1:
-        new = as_type_of(ins[0], out)
-    elif isinstance(op, ps.EQ | ps.NEQ) and ins[0] is ins[1] and _no_nan(ins[0]):
-        value = isinstance(op, ps.EQ)
-        const = broadcast_constant(value, out.type.dtype, out.type.ndim)
-        new = as_type_of(const, out, models=[ins[0]])
-    else:
-        return None
-    return None if new is None else [new]
+        return as_replacement(ins[0], out)
+    if isinstance(op, ps.EQ | ps.NEQ) and ins[0] is ins[1] and _no_nan(ins[0]):
+        const = broadcast_constant(isinstance(op, ps.EQ), out.type.dtype, out.type.ndim)
+        return as_replacement(const, out, models=[ins[0]])
+    return None
 
 
 def _no_nan(x: Variable) -> bool:
@@ -200,8 +197,7 @@ def local_fill_sink(fgraph: Any, node: Apply) -> list[Variable] | None:
     if not models:
         return None
     out = node.outputs[0]
-    new = as_type_of(node.op(*inputs), out, models=models)
-    return None if new is None else [new]
+    return as_replacement(node.op(*inputs), out, models=models)
 
 
 # ``fill(x, y) -> y`` only where ``y`` already has the result's type (so its shape too).

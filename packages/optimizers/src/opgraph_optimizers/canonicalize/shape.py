@@ -20,7 +20,7 @@ from opgraph.rewriting import node_rewriter, pattern_rewriter
 from opgraph.rewriting.pattern import exact_type
 from opgraph.tensor.shape import Reshape, shape_i
 from opgraph.tensor.structure import Alloc, alloc
-from opgraph_optimizers.canonicalize.utils import elemwise_inputs
+from opgraph_optimizers.canonicalize.utils import elemwise_inputs, has_one_client
 from opgraph_optimizers.registry import rewrites
 
 __all__ = [
@@ -38,7 +38,7 @@ def local_reshape_reshape(fgraph: Any, node: Apply) -> list[Variable] | None:
     inner, shp = node.inputs
     if inner.owner is None or not isinstance(inner.owner.op, Reshape):
         return None
-    if len(getattr(inner, "clients", ())) != 1:
+    if not has_one_client(inner):
         return None
     new = node.op(inner.owner.inputs[0], shp)
     return [new] if new.type == node.outputs[0].type else None

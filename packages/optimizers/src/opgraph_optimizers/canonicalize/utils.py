@@ -16,7 +16,7 @@ import numpy as np
 import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Constant, Variable
-from opgraph.scalar.type import all_dtypes, get_scalar_type, uint_dtypes
+from opgraph.scalar.type import all_dtypes, discrete_dtypes, get_scalar_type, uint_dtypes
 from opgraph.tensor.basic import Rebroadcast
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
 from opgraph.tensor.type import TensorType
@@ -24,10 +24,13 @@ from opgraph.tensor.variable import TensorConstant
 
 __all__ = [
     "CAST_OPS",
+    "as_replacement",
     "as_type_of",
     "broadcast_constant",
-    "clients_of",
+    "continuous",
     "elemwise_inputs",
+    "has_one_client",
+    "has_value",
     "is_cast",
     "is_neg",
     "negate",
@@ -62,9 +65,14 @@ def elemwise_inputs(x: Variable | Apply | None, *classes: type) -> list[Variable
     return list(node.inputs)  # type: ignore[union-attr]
 
 
-def clients_of(fgraph: Any, var: Variable) -> list[tuple[Any, int]]:
-    """``var``'s clients in ``fgraph`` (empty for a variable outside it)."""
-    return list(getattr(var, "clients", None) or ())
+def has_one_client(var: Variable) -> bool:
+    """True if one node alone uses ``var`` (a rewrite may then fold it into that node)."""
+    return len(getattr(var, "clients", ())) == 1
+
+
+def continuous(dtype: str) -> bool:
+    """True for float and complex dtypes (no integer overflow, no bool)."""
+    return dtype not in discrete_dtypes
 
 
 def _all_equal(data: np.ndarray) -> bool:
@@ -104,6 +112,13 @@ _BROADCAST_TYPES: dict[tuple[str, int], TensorType] = {}
 
 #: The attribute of a FunctionGraph holding its :func:`broadcast_constant` cache.
 CONSTANT_CACHE_ATTR = "_broadcast_constants"
+
+
+def has_value(var: Variable, value: Any) -> bool:
+    """True if ``var`` is a broadcastable constant (see :func:`scalar_constant`) equal to
+    ``value``."""
+    c = scalar_constant(var)
+    return c is not None and bool(c == value)
 
 
 def broadcast_constant(value: Any, dtype: str, ndim: int, fgraph: Any = None) -> Constant:
@@ -213,3 +228,12 @@ def as_type_of(new: Variable, out: Variable, models: Iterable[Variable] = ()) ->
             return None
         new = converted
     return new
+
+
+def as_replacement(
+    new: Variable, out: Variable, models: Iterable[Variable] = ()
+) -> list[Variable] | None:
+    """``[new]`` given ``out``'s type by :func:`as_type_of` (what a node rewriter returns),
+    or None."""
+    result = as_type_of(new, out, models)
+    return None if result is None else [result]
