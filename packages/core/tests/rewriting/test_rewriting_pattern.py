@@ -260,7 +260,7 @@ def test_bad_patterns_are_rejected() -> None:
         PatternNodeRewriter("x", "x")
     with pytest.raises(TypeError, match="Op or Op class"):
         PatternNodeRewriter((len, "x"), "x")
-    with pytest.raises(TypeError, match="unsupported pattern element .* in bad"):
+    with pytest.raises(TypeError, match=r"unsupported pattern element .* in bad"):
         pattern_rewriter("bad", (neg, ["x"]), "x")  # told when declared, not when matching
 
 
