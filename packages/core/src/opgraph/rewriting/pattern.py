@@ -151,21 +151,10 @@ class PatternNodeRewriter(NodeRewriter):
             raise TypeError(
                 f"the input pattern must be a tuple (op, sub-patterns...), got {in_pattern!r}"
             )
-        head = root[0]
-        if tracks is not None:
-            self._tracks = list(tracks)
-            if not self._tracks or not all(_is_op_or_class(t) for t in self._tracks):
-                raise TypeError(f"tracks must list Ops or Op classes, got {tracks!r}")
-            if not (_is_op_or_class(head) or callable(head)):
-                raise TypeError(
-                    f"the head of an input pattern must be an Op, Op class or predicate: {head!r}"
-                )
-        elif _is_op_or_class(head):
-            self._tracks = [head]
-        else:
-            raise TypeError(
-                f"the head of an input pattern must be an Op or Op class (or give tracks): {head!r}"
-            )
+        self._tracks = [root[0]] if tracks is None else list(tracks)
+        if not self._tracks or not all(_is_op_or_class(t) for t in self._tracks):
+            what = "the head of an input pattern (or give tracks)" if tracks is None else "tracks"
+            raise TypeError(f"{what} must be Ops or Op classes: {self._tracks!r}")
         self.in_pattern = in_pattern
         self.out_pattern = out_pattern
         self.allow_multiple_clients = allow_multiple_clients
