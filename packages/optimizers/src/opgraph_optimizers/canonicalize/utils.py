@@ -2,8 +2,10 @@
 
 Rewrites are short because these answer the recurring questions: "is this variable computed
 by an Elemwise of scalar op X?" (:func:`elemwise_inputs`), "is it a constant with a single
-value?" (:func:`scalar_constant`), "is it minus something?" (:func:`is_neg`), and "how do I
-give a replacement the exact type of the variable it replaces?" (:func:`as_type_of`).
+value?" (:func:`scalar_constant`, :func:`has_value`), "is it minus something?"
+(:func:`is_neg`), "may a rewrite fold it into its one user?" (:func:`has_one_client`), and
+"how do I give a replacement the exact type of the variable it replaces?" (:func:`as_type_of`,
+:func:`as_replacement`).
 """
 
 from __future__ import annotations
@@ -105,6 +107,13 @@ def scalar_constant(var: Variable, broadcastable_only: bool = True) -> np.generi
     return data.flat[0] if isinstance(data, np.ndarray) else data
 
 
+def has_value(var: Variable, value: Any) -> bool:
+    """True if ``var`` is a broadcastable constant (see :func:`scalar_constant`) equal to
+    ``value``."""
+    c = scalar_constant(var)
+    return c is not None and bool(c == value)
+
+
 #: ``{(dtype, ndim): TensorType(dtype, (True,) * ndim)}``: types are immutable, so the
 #: constants canonicalization makes by the thousand on a big graph share them.
 _BROADCAST_TYPES: dict[tuple[str, int], TensorType] = {}
@@ -112,13 +121,6 @@ _BROADCAST_TYPES: dict[tuple[str, int], TensorType] = {}
 
 #: The attribute of a FunctionGraph holding its :func:`broadcast_constant` cache.
 CONSTANT_CACHE_ATTR = "_broadcast_constants"
-
-
-def has_value(var: Variable, value: Any) -> bool:
-    """True if ``var`` is a broadcastable constant (see :func:`scalar_constant`) equal to
-    ``value``."""
-    c = scalar_constant(var)
-    return c is not None and bool(c == value)
 
 
 def broadcast_constant(value: Any, dtype: str, ndim: int, fgraph: Any = None) -> Constant:
