@@ -250,6 +250,7 @@ def _sigmoid_arg(var: Variable) -> Variable | None:
     return None if ins is None else ins[0]
 
 
+# ``1 - sigmoid(x) -> sigmoid(-x)``: no cancellation for large x.
 local_1msigmoid = pattern_rewriter(
     "local_1msigmoid",
     {
