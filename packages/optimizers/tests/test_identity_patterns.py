@@ -195,6 +195,12 @@ CASES = [
         _computes(ps.Softplus, "x"),
     ),
     Case(
+        "log1p_exp_to_softplus-complex",  # softplus is real: complex values keep log1p(exp)
+        local_log1p_exp_to_softplus,
+        lambda x, y: T.log1p(T.exp(T.zmatrix("x"))),
+        None,
+    ),
+    Case(
         "1msigmoid",
         local_1msigmoid,
         lambda x, y: 1 - T.sigmoid(x),
