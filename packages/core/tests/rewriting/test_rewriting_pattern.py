@@ -258,8 +258,10 @@ def _line(name: str) -> int:
 def test_bad_patterns_are_rejected() -> None:
     with pytest.raises(TypeError, match="must be a tuple"):
         PatternNodeRewriter("x", "x")
-    with pytest.raises(TypeError, match="Op or Op class"):
+    with pytest.raises(TypeError, match="Op classes"):
         PatternNodeRewriter((len, "x"), "x")
+    with pytest.raises(TypeError, match=r"unsupported pattern element .* in bad"):
+        pattern_rewriter("bad", (neg, ["x"]), "x")  # told when declared, not when matching
 
 
 def test_pattern_equilibrium_with_several_identities() -> None:
@@ -284,3 +286,86 @@ def test_theano_names() -> None:
     g = fg(neg(neg(x)))
     TopoOptimizer(rw, order="out_to_in").rewrite(g)
     assert g.outputs[0] is x
+
+
+class AddN(Op):
+    """A variadic sum (one or more inputs)."""
+
+    __props__ = ()
+
+    def make_node(self, *xs: Any) -> Apply:
+        xs = tuple(as_toy(x) for x in xs)
+        return Apply(self, list(xs), [ToyType(max(x.type.ndim for x in xs))()])
+
+    def perform(self, node: Apply, inputs: Any, output_storage: Any) -> None:
+        output_storage[0][0] = sum(inputs)
+
+
+add_n = AddN()
+
+
+def test_rest_variable_binds_the_remaining_inputs() -> None:
+    rw = pattern_rewriter(
+        "local_add_n_flat", (add_n, (add_n, "*inner"), "*outer"), (add_n, "*inner", "*outer")
+    )
+    a, b, c, d = (scalar(n) for n in "abcd")
+    assert rw.match(add_n(add_n(a, b), c, d)) == {"inner": (a, b), "outer": (c, d)}
+    assert rw.match(add_n(add_n(a))) == {"inner": (a,), "outer": ()}
+    assert rw.match(add_n(a, add_n(b, c))) is None
+    assert rw.identity == "AddN(AddN(*inner), *outer) -> AddN(*inner, *outer)"
+    g = fg(add_n(add_n(a, b), c, d))
+    assert in2out(rw).rewrite(g) == 1
+    assert g.outputs[0].owner.inputs == [a, b, c, d]
+
+
+def test_rest_variable_needs_the_fixed_inputs_and_the_same_inputs_twice() -> None:
+    rw = pattern_rewriter("p", (add_n, "x", "y", "*rest"), "x")
+    a, b = scalar("a"), scalar("b")
+    assert rw.match(add_n(a)) is None
+    assert rw.match(add_n(a, b)) == {"x": a, "y": b, "rest": ()}
+    twice = pattern_rewriter("q", (add_n, (add_n, "*s"), "*s"), (add_n, "*s"))
+    assert twice.match(add_n(add_n(a, b), a, b)) == {"s": (a, b)}
+    assert twice.match(add_n(add_n(a, b), b, a)) is None
+
+
+def test_tracks_with_a_predicate_head() -> None:
+    def is_unary(op: Op) -> bool:
+        return isinstance(op, Neg | Identity)
+
+    rw = pattern_rewriter(
+        "local_unary_unary", (is_unary, (is_unary, "x")), "x", tracks=[neg, Identity]
+    )
+    assert rw.tracks() == [neg, Identity]
+    x = scalar("x")
+    assert rw.match(neg(identity(x))) == {"x": x}
+    assert rw.match(neg(x)) is None
+    assert rw.identity == "is_unary(is_unary(x)) -> x"
+    g = fg(identity(neg(x)))
+    assert in2out(rw).rewrite(g) == 1 and g.outputs[0] is x
+    with pytest.raises(TypeError, match="tracks must be Ops"):
+        pattern_rewriter("bad", (neg, "x"), "x", tracks=[is_unary])
+    with pytest.raises(TypeError, match="tracks must be Ops"):
+        pattern_rewriter("bad", (neg, "x"), "x", tracks=[])
+
+
+def test_retype_gives_the_replacement_its_type_or_refuses() -> None:
+    from opgraph.rewriting.pattern import exact_type
+
+    seen = []
+
+    def via_identity(new: Variable, old: Variable) -> Variable | None:
+        seen.append((new, old))
+        return identity(new) if new.type == old.type else None
+
+    x = scalar("x")
+    rw = pattern_rewriter("p", (mul, "x", 1), "x", retype=via_identity)
+    g = fg(mul(x, 1.0))
+    out = g.outputs[0]
+    assert in2out(rw).rewrite(g) == 1
+    assert seen == [(x, out)] and isinstance(g.outputs[0].owner.op, Identity)
+    assert in2out(rw).rewrite(fg(mul(scalar("y"), [1.0, 1.0]))) == 0  # refused: a vector
+    exact = pattern_rewriter("q", (add, "x", "y"), "y", retype=exact_type)
+    s, v = scalar("s"), vector("v")
+    g = fg(add(v, s), add(s, v))
+    assert in2out(exact).rewrite(g) == 1
+    assert g.outputs[0].owner is not None and g.outputs[1] is v

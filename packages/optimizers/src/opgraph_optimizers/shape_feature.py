@@ -427,6 +427,22 @@ def _dims_of_vector(v: Variable, n: int) -> list[Any] | None:
     return None
 
 
+def _known_and_asked(
+    fgraph: Any, x: Variable, shp: Variable, ndim: int
+) -> tuple[Sequence[Variable], list[Any]] | None:
+    """``(shape_of[x], the elements of shp)`` when the shape feature knows ``x``'s shape and
+    the shape vector ``shp`` (of ``ndim`` elements) can be read, else None."""
+    feature = _feature(fgraph)
+    if feature is None:
+        return None
+    feature.init_r(x)
+    known = feature.shape_of[x]
+    dims = _dims_of_vector(shp, ndim)
+    if known is None or dims is None:
+        return None
+    return known, dims
+
+
 def _all_same(dims: Iterable[Any], known: Sequence[Variable]) -> bool:
     return all(same_dim(d, k) for d, k in zip(dims, known, strict=True))
 
@@ -467,16 +483,12 @@ def local_track_shape_i(fgraph: Any, node: Apply) -> list[Variable] | None:
 @node_rewriter([SpecifyShape])
 def local_remove_known_specify_shape(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``specify_shape(x, s) -> x`` when ``x``'s shape is already known to be ``s``."""
-    feature = _feature(fgraph)
     x, shp = node.inputs
-    if feature is None:
+    found = _known_and_asked(fgraph, x, shp, x.type.ndim)
+    if found is None:
         return None
-    feature.init_r(x)
-    known = feature.shape_of[x]
-    dims = _dims_of_vector(shp, x.type.ndim)
-    if known is None or dims is None or not _all_same(dims, known):
-        return None
-    return [x] if x.type == node.outputs[0].type else None
+    known, dims = found
+    return [x] if _all_same(dims, known) and x.type == node.outputs[0].type else None
 
 
 @rewrites.canonicalize("shape", "local_useless_reshape")
@@ -484,16 +496,12 @@ def local_remove_known_specify_shape(fgraph: Any, node: Apply) -> list[Variable]
 @node_rewriter([Reshape])
 def local_remove_known_reshape(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``reshape(x, s) -> x`` when ``s`` is ``x``'s own shape (one entry may be -1)."""
-    feature = _feature(fgraph)
     x, shp = node.inputs
     out = node.outputs[0]
-    if feature is None or x.type != out.type:
+    found = None if x.type != out.type else _known_and_asked(fgraph, x, shp, out.type.ndim)
+    if found is None:
         return None
-    feature.init_r(x)
-    known = feature.shape_of[x]
-    dims = _dims_of_vector(shp, out.type.ndim)
-    if known is None or dims is None:
-        return None
+    known, dims = found
     unknown = [k for k, d in enumerate(dims) if scalar_constant(d) == -1]
     if len(unknown) > 1:
         return None

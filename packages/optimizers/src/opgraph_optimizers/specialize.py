@@ -17,14 +17,18 @@ import numpy as np
 import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Variable
-from opgraph.rewriting import node_rewriter
+from opgraph.rewriting import node_rewriter, pattern_rewriter
 from opgraph.scalar.type import discrete_dtypes, uint_dtypes
 from opgraph.tensor.elemwise import CAReduce, Sum
 from opgraph.tensor.reduction import Argmax, MaxAndArgmax
 from opgraph_optimizers.canonicalize.utils import (
+    as_replacement,
     as_type_of,
     broadcast_constant,
+    continuous,
     elemwise_inputs,
+    has_one_client,
+    has_value,
     is_neg,
     scalar_constant,
     scalar_op_of,
@@ -90,8 +94,7 @@ def local_pow_specialize(fgraph: Any, node: Apply) -> list[Variable] | None:
         new = _reciprocal(tm.sqr(x), dtype)
     else:
         return None
-    result = as_type_of(new, out, models=node.inputs)
-    return None if result is None else [result]
+    return as_replacement(new, out, models=node.inputs)
 
 
 @rewrites.specialize
@@ -117,8 +120,7 @@ def local_pow_specialize_device(fgraph: Any, node: Apply) -> list[Variable] | No
     new = factors[0] if len(factors) == 1 else tm.mul(*factors)
     if c < 0:
         new = _reciprocal(new, out.type.dtype)
-    result = as_type_of(new, out, models=node.inputs)
-    return None if result is None else [result]
+    return as_replacement(new, out, models=node.inputs)
 
 
 @rewrites.specialize
@@ -155,8 +157,7 @@ def local_mul_specialize(fgraph: Any, node: Apply) -> list[Variable] | None:
         if negative:
             rest = [broadcast_constant(-1, dtype, out.type.ndim), *rest]
         new = tm.mul(*rest)
-    result = as_type_of(new, out, models=node.inputs)
-    return None if result is None else [result]
+    return as_replacement(new, out, models=node.inputs)
 
 
 @rewrites.specialize
@@ -168,43 +169,28 @@ def local_add_specialize(fgraph: Any, node: Apply) -> list[Variable] | None:
     out = node.outputs[0]
     if out.type.dtype == "bool":
         return None
-    rest = [i for i in node.inputs if not _is_value(i, 0)]
+    rest = [i for i in node.inputs if not has_value(i, 0)]
     if len(rest) == len(node.inputs):
         return None
     if not rest:
         new = broadcast_constant(0, out.type.dtype, out.type.ndim)
     else:
         new = rest[0] if len(rest) == 1 else tm.add(*rest)
-    result = as_type_of(new, out, models=node.inputs)
-    return None if result is None else [result]
+    return as_replacement(new, out, models=node.inputs)
 
 
-def _is_value(var: Variable, value: Any) -> bool:
-    c = scalar_constant(var)
-    return c is not None and bool(c == value)
-
-
-@rewrites.specialize
-@node_rewriter([tm.mul])
-def local_mul_to_sqr(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``x * x -> sqr(x)``."""
-    ins = elemwise_inputs(node, ps.Mul)
-    if ins is None or len(ins) != 2 or ins[0] is not ins[1]:
-        return None
-    result = as_type_of(tm.sqr(ins[0]), node.outputs[0])
-    return None if result is None else [result]
-
-
-@rewrites.specialize
-@node_rewriter([tm.log])
-def local_log_exp(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``log(exp(x)) -> x``."""
-    ins = elemwise_inputs(node, ps.Log)
-    inner = elemwise_inputs(ins[0], ps.Exp) if ins is not None else None
-    if inner is None:
-        return None
-    result = as_type_of(inner[0], node.outputs[0])
-    return None if result is None else [result]
+local_mul_to_sqr = rewrites.specialize(
+    pattern_rewriter("local_mul_to_sqr", (tm.mul, "x", "x"), (tm.sqr, "x"), retype=as_type_of)
+)
+local_log_exp = rewrites.specialize(
+    pattern_rewriter(
+        "local_log_exp",
+        (tm.log, (tm.exp, "x")),
+        "x",
+        allow_multiple_clients=True,
+        retype=as_type_of,  # a cast where ``x`` is an integer
+    )
+)
 
 
 @rewrites.specialize
@@ -225,8 +211,7 @@ def local_exp_log(fgraph: Any, node: Apply) -> list[Variable] | None:
         nan = broadcast_constant(np.nan, out.type.dtype, out.type.ndim)
         zero = broadcast_constant(0, x.type.dtype, x.type.ndim)
         new = tm.switch(tm.ge(x, zero), x, nan)
-    result = as_type_of(new, out)
-    return None if result is None else [result]
+    return as_replacement(new, out)
 
 
 # ------------------------------------------------------------------ reductions
@@ -244,7 +229,7 @@ def local_sum_sum(fgraph: Any, node: Apply) -> list[Variable] | None:
     inode = inner.owner
     if inode is None or type(inode.op) is not Sum or type(node.op) is not Sum:
         return None
-    if len(getattr(inner, "clients", ())) != 1:
+    if not has_one_client(inner):
         return None
     if (inode.op.dtype, inode.op.acc_dtype) != (node.op.dtype, node.op.acc_dtype):
         return None
@@ -254,12 +239,7 @@ def local_sum_sum(fgraph: Any, node: Apply) -> list[Variable] | None:
     second = [kept[a] for a in _sum_axes(node.op, inner.type.ndim)]
     axes = sorted(set(first) | set(second))
     new = Sum(axis=axes, dtype=node.op.dtype, acc_dtype=node.op.acc_dtype)(x)
-    result = as_type_of(new, node.outputs[0])
-    return None if result is None else [result]
-
-
-def _float(dtype: str) -> bool:
-    return dtype not in discrete_dtypes
+    return as_replacement(new, node.outputs[0])
 
 
 @rewrites.specialize
@@ -269,7 +249,7 @@ def local_sum_mul_by_scalar(fgraph: Any, node: Apply) -> list[Variable] | None:
     (inner,) = node.inputs
     ins = elemwise_inputs(inner, ps.Mul)
     out = node.outputs[0]
-    if ins is None or len(getattr(inner, "clients", ())) != 1 or not _float(out.type.dtype):
+    if ins is None or not has_one_client(inner) or not continuous(out.type.dtype):
         return None
     consts = [i for i in ins if scalar_constant(i) is not None]
     rest = [i for i in ins if scalar_constant(i) is None]
@@ -280,8 +260,7 @@ def local_sum_mul_by_scalar(fgraph: Any, node: Apply) -> list[Variable] | None:
         return None  # the constant also broadcast or upcast the product
     value = np.prod([scalar_constant(c) for c in consts]).astype(out.type.dtype)
     new = tm.mul(broadcast_constant(value, out.type.dtype, out.type.ndim), node.op(x))
-    result = as_type_of(new, out)
-    return None if result is None else [result]
+    return as_replacement(new, out)
 
 
 @rewrites.specialize
@@ -291,12 +270,11 @@ def local_sum_neg(fgraph: Any, node: Apply) -> list[Variable] | None:
     (inner,) = node.inputs
     x = is_neg(inner)
     out = node.outputs[0]
-    if x is None or len(getattr(inner, "clients", ())) != 1 or x.type != inner.type:
+    if x is None or not has_one_client(inner) or x.type != inner.type:
         return None
     if out.type.dtype in uint_dtypes or out.type.dtype == "bool":
         return None
-    result = as_type_of(tm.neg(node.op(x)), out)
-    return None if result is None else [result]
+    return as_replacement(tm.neg(node.op(x)), out)
 
 
 @rewrites.specialize

@@ -14,6 +14,7 @@ broadcastable constants (``x + 1`` is ``add(TensorConstant{(1,) of 1.0}, x)``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy as np
 import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Variable
-from opgraph.rewriting import node_rewriter
+from opgraph.rewriting import node_rewriter, pattern_rewriter
 from opgraph.scalar.type import float_dtypes
 from opgraph.tensor.elemwise import CAReduce, DimShuffle, Sum
 from opgraph.tensor.nnet.basic import LogSoftmax, Softmax, SoftmaxGrad, SoftmaxWithBias
@@ -38,9 +39,9 @@ from opgraph_optimizers.canonicalize.utils import (
     as_type_of,
     broadcast_constant,
     elemwise_inputs,
+    has_value,
     is_neg,
     negate,
-    scalar_constant,
 )
 from opgraph_optimizers.registry import rewrites
 
@@ -62,13 +63,8 @@ __all__ = [
 ]
 
 
-def _is_value(var: Variable, value: float) -> bool:
-    c = scalar_constant(var)
-    return c is not None and bool(c == value)
-
-
 def _is_one(var: Variable) -> bool:
-    return _is_value(var, 1)
+    return has_value(var, 1)
 
 
 def values_eq_approx_stabilized(old: Any, new: Any) -> bool:
@@ -86,23 +82,32 @@ def values_eq_approx_stabilized(old: Any, new: Any) -> bool:
     return bool(np.allclose(old[finite], new[finite], rtol=5e-2, atol=1e-6))
 
 
-def _replace(
-    new: Variable, out: Variable, models: list[Variable] | None = None
-) -> list[Variable] | None:
-    """``[new]`` given ``out``'s type, or None.
+def _stable(new: Variable, out: Variable, models: Sequence[Variable] = ()) -> Variable | None:
+    """``new`` given ``out``'s type, or None (the ``retype`` of the stability patterns).
 
     The replacement is tagged with :func:`values_eq_approx_stabilized` (Theano's
     ``tag.values_eq_approx``), the comparison a checker should use for it.
     """
-    result = as_type_of(new, out, models or ())
-    if result is None:
-        return None
-    result.tag.values_eq_approx = values_eq_approx_stabilized
-    return [result]
+    result = as_type_of(new, out, models)
+    if result is not None:
+        result.tag.values_eq_approx = values_eq_approx_stabilized
+    return result
+
+
+def _replace(
+    new: Variable, out: Variable, models: Sequence[Variable] = ()
+) -> list[Variable] | None:
+    """``[new]`` given ``out``'s type (see :func:`_stable`), or None."""
+    result = _stable(new, out, models)
+    return None if result is None else [result]
+
+
+def _float(var: Variable) -> bool:
+    return var.type.dtype in float_dtypes
 
 
 def _float_out(node: Apply) -> bool:
-    return node.outputs[0].type.dtype in float_dtypes
+    return _float(node.outputs[0])
 
 
 # ------------------------------------------------------------------ log1p, expm1, softplus
@@ -150,7 +155,7 @@ def local_expm1(fgraph: Any, node: Apply) -> list[Variable] | None:
     ins = elemwise_inputs(node, ps.Add)
     if ins is None:
         return None
-    minus = [k for k, t in enumerate(ins) if _is_value(t, -1)]
+    minus = [k for k, t in enumerate(ins) if has_value(t, -1)]
     exps = [k for k, t in enumerate(ins) if elemwise_inputs(t, ps.Exp) is not None]
     if not minus or not exps:
         return None
@@ -162,16 +167,16 @@ def local_expm1(fgraph: Any, node: Apply) -> list[Variable] | None:
     return _replace(new, out, models=ins)
 
 
-@rewrites.stabilize("stability")
-@rewrites.specialize("stability")
-@node_rewriter([tm.log1p])
-def local_log1p_exp_to_softplus(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``log1p(exp(x)) -> softplus(x)``: no overflow for large x."""
-    ins = elemwise_inputs(node, ps.Log1p)
-    inner = elemwise_inputs(ins[0], ps.Exp) if ins is not None else None
-    if inner is None or not _float_out(node):
-        return None
-    return _replace(tm.softplus(inner[0]), node.outputs[0])
+# ``log1p(exp(x)) -> softplus(x)``: no overflow for large x.
+local_log1p_exp_to_softplus = pattern_rewriter(
+    "local_log1p_exp_to_softplus",
+    {"pattern": (tm.log1p, (tm.exp, "x")), "constraint": _float},
+    (tm.softplus, "x"),
+    allow_multiple_clients=True,
+    retype=_stable,
+)
+rewrites.specialize("stability")(local_log1p_exp_to_softplus)
+rewrites.stabilize("stability")(local_log1p_exp_to_softplus)
 
 
 # ------------------------------------------------------------------ sigmoid
@@ -196,7 +201,7 @@ def _squares_split(terms: list[Variable]) -> list[Variable]:
         ins = elemwise_inputs(t, ps.Sqr)
         if ins is None:
             ins = elemwise_inputs(t, ps.Pow)
-            if ins is not None and _is_value(ins[1], 2) and ins[0].type == t.type:
+            if ins is not None and has_value(ins[1], 2) and ins[0].type == t.type:
                 ins = ins[:1]
             else:
                 ins = None
@@ -245,30 +250,30 @@ def _sigmoid_arg(var: Variable) -> Variable | None:
     return None if ins is None else ins[0]
 
 
-@rewrites.stabilize("stability")
-@rewrites.specialize("stability")
-@node_rewriter([tm.sub])
-def local_1msigmoid(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``1 - sigmoid(x) -> sigmoid(-x)``."""
-    ins = elemwise_inputs(node, ps.Sub)
-    if ins is None or not _is_one(ins[0]) or not _float_out(node):
-        return None
-    x = _sigmoid_arg(ins[1])
-    if x is None:
-        return None
-    return _replace(tm.sigmoid(negate(x)), node.outputs[0], models=ins)
+# ``1 - sigmoid(x) -> sigmoid(-x)``: no cancellation for large x.
+local_1msigmoid = pattern_rewriter(
+    "local_1msigmoid",
+    {
+        "pattern": (tm.sub, {"pattern": "one", "constraint": _is_one}, (tm.sigmoid, "x")),
+        "constraint": _float,
+    },
+    (tm.sigmoid, (negate, "x")),
+    allow_multiple_clients=True,
+    retype=_stable,
+)
+rewrites.specialize("stability")(local_1msigmoid)
+rewrites.stabilize("stability")(local_1msigmoid)
 
-
-@rewrites.stabilize("stability")
-@rewrites.specialize("stability")
-@node_rewriter([tm.log])
-def local_log_sigmoid(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``log(sigmoid(x)) -> -softplus(-x)``: finite for very negative x."""
-    ins = elemwise_inputs(node, ps.Log)
-    x = _sigmoid_arg(ins[0]) if ins is not None else None
-    if x is None:
-        return None
-    return _replace(tm.neg(tm.softplus(negate(x))), node.outputs[0])
+# ``log(sigmoid(x)) -> -softplus(-x)``: finite for very negative x.
+local_log_sigmoid = pattern_rewriter(
+    "local_log_sigmoid",
+    (tm.log, (tm.sigmoid, "x")),
+    (tm.neg, (tm.softplus, (negate, "x"))),
+    allow_multiple_clients=True,
+    retype=_stable,
+)
+rewrites.specialize("stability")(local_log_sigmoid)
+rewrites.stabilize("stability")(local_log_sigmoid)
 
 
 @rewrites.stabilize("stability")

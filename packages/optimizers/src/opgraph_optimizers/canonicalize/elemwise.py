@@ -18,15 +18,19 @@ import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.gradient import GradBlock
 from opgraph.graph.basic import Apply, Variable
-from opgraph.rewriting import node_rewriter
+from opgraph.rewriting import node_rewriter, pattern_rewriter
+from opgraph.rewriting.pattern import exact_type
 from opgraph.scalar.type import discrete_dtypes
 from opgraph.tensor.basic import Rebroadcast
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
 from opgraph_optimizers.canonicalize.utils import (
     CAST_OPS,
+    as_replacement,
     as_type_of,
     broadcast_constant,
     elemwise_inputs,
+    has_one_client,
+    is_cast,
     scalar_op_of,
 )
 from opgraph_optimizers.registry import rewrites
@@ -48,15 +52,20 @@ __all__ = [
 # ------------------------------------------------------------------ DimShuffle
 
 
-@rewrites.canonicalize
-@rewrites.specialize
-@node_rewriter([DimShuffle])
-def local_useless_dimshuffle(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``DimShuffle{0,1,...,n-1}(x) -> x``."""
-    (x,) = node.inputs
-    if list(node.op.new_order) != list(range(x.type.ndim)) or x.type != node.outputs[0].type:
-        return None
-    return [x]
+def _keeps_every_dim(var: Variable) -> bool:
+    """True if ``var`` is a DimShuffle keeping every dimension in place (``{0,1,...,n-1}``)."""
+    node = var.owner
+    return list(node.op.new_order) == list(range(node.inputs[0].type.ndim))
+
+
+local_useless_dimshuffle = pattern_rewriter(
+    "local_useless_dimshuffle",
+    {"pattern": (DimShuffle, "x"), "constraint": _keeps_every_dim},
+    "x",
+    retype=exact_type,
+)
+rewrites.specialize(local_useless_dimshuffle)
+rewrites.canonicalize(local_useless_dimshuffle)
 
 
 @rewrites.canonicalize
@@ -73,64 +82,52 @@ def local_dimshuffle_lift(fgraph: Any, node: Apply) -> list[Variable] | None:
         isinstance(inode.op, Elemwise)
         and len(inode.outputs) == 1
         and not inode.op.inplace_pattern
-        and len(getattr(inp, "clients", ())) == 1
+        and has_one_client(inp)
     ):
         lifted = [DimShuffle(i.type.broadcastable, order)(i) for i in inode.inputs]
-        new = as_type_of(inode.op(*lifted), out)
-        return None if new is None else [new]
+        return as_replacement(inode.op(*lifted), out)
     if isinstance(inode.op, DimShuffle):
         inner = inode.op.new_order
         merged = ["x" if o == "x" else inner[o] for o in order]
         src = inode.inputs[0]
         if merged == list(range(src.type.ndim)) and src.type == out.type:
             return [src]
-        new = as_type_of(DimShuffle(src.type.broadcastable, merged)(src), out)
-        return None if new is None else [new]
+        return as_replacement(DimShuffle(src.type.broadcastable, merged)(src), out)
     return None
 
 
 # ------------------------------------------------------------------ casts and Rebroadcast
 
 
-@rewrites.canonicalize
-@rewrites.specialize
-@node_rewriter(CAST_OPS)
-def local_useless_cast(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``cast(x, x.dtype) -> x``."""
-    ins = elemwise_inputs(node, ps.Cast)
-    if ins is None or ins[0].type != node.outputs[0].type:
-        return None
-    return [ins[0]]
+local_useless_cast = pattern_rewriter(
+    "local_useless_cast", (is_cast, "x"), "x", tracks=CAST_OPS, retype=exact_type
+)
+rewrites.specialize(local_useless_cast)
+rewrites.canonicalize(local_useless_cast)
 
 
-@rewrites.canonicalize
-@rewrites.specialize
-@node_rewriter(CAST_OPS)
-def local_cast_cast(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``cast(cast(x, t1), t2) -> cast(x, t2)`` when ``t1`` holds every value of ``x``."""
-    ins = elemwise_inputs(node, ps.Cast)
-    if ins is None:
-        return None
-    inner = elemwise_inputs(ins[0], ps.Cast)
-    if inner is None:
-        return None
-    base = inner[0]
-    if not np.can_cast(base.type.dtype, ins[0].type.dtype, casting="safe"):
-        return None
-    out = node.outputs[0]
-    new = as_type_of(base, out)  # a cast to out's dtype, or base itself
-    return None if new is None else [new]
+def _loses_no_value(var: Variable) -> bool:
+    """True if ``var`` is a cast to a dtype holding every value of its input's."""
+    return np.can_cast(var.owner.inputs[0].type.dtype, var.type.dtype, casting="safe")
 
 
-@rewrites.canonicalize
-@rewrites.specialize
-@node_rewriter([Rebroadcast])
-def local_useless_rebroadcast(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``Rebroadcast(x) -> x`` when it changes no broadcastable flag."""
-    (x,) = node.inputs
-    if x.type != node.outputs[0].type:
-        return None
-    return [x]
+# ``cast(cast(x, t1), t2) -> cast(x, t2)``: ``as_type_of`` casts ``x`` to ``t2`` (or not at all).
+local_cast_cast = pattern_rewriter(
+    "local_cast_cast",
+    (is_cast, {"pattern": (is_cast, "x"), "constraint": _loses_no_value}),
+    "x",
+    allow_multiple_clients=True,
+    tracks=CAST_OPS,
+    retype=as_type_of,
+)
+rewrites.specialize(local_cast_cast)
+rewrites.canonicalize(local_cast_cast)
+
+local_useless_rebroadcast = pattern_rewriter(
+    "local_useless_rebroadcast", (Rebroadcast, "x"), "x", retype=exact_type
+)
+rewrites.specialize(local_useless_rebroadcast)
+rewrites.canonicalize(local_useless_rebroadcast)
 
 
 @rewrites.canonicalize
@@ -167,14 +164,11 @@ def local_useless_elemwise(fgraph: Any, node: Apply) -> list[Variable] | None:
     out = node.outputs[0]
     ins = node.inputs
     if isinstance(op, ps.Add | ps.Mul | ps.Identity) and len(ins) == 1:
-        new = as_type_of(ins[0], out)
-    elif isinstance(op, ps.EQ | ps.NEQ) and ins[0] is ins[1] and _no_nan(ins[0]):
-        value = isinstance(op, ps.EQ)
-        const = broadcast_constant(value, out.type.dtype, out.type.ndim)
-        new = as_type_of(const, out, models=[ins[0]])
-    else:
-        return None
-    return None if new is None else [new]
+        return as_replacement(ins[0], out)
+    if isinstance(op, ps.EQ | ps.NEQ) and ins[0] is ins[1] and _no_nan(ins[0]):
+        const = broadcast_constant(isinstance(op, ps.EQ), out.type.dtype, out.type.ndim)
+        return as_replacement(const, out, models=[ins[0]])
+    return None
 
 
 def _no_nan(x: Variable) -> bool:
@@ -203,28 +197,22 @@ def local_fill_sink(fgraph: Any, node: Apply) -> list[Variable] | None:
     if not models:
         return None
     out = node.outputs[0]
-    new = as_type_of(node.op(*inputs), out, models=models)
-    return None if new is None else [new]
+    return as_replacement(node.op(*inputs), out, models=models)
 
 
-@rewrites.canonicalize("shape_unsafe")
-@rewrites.stabilize("shape_unsafe")
-@rewrites.specialize("shape_unsafe")
-@node_rewriter([tm.second])
-def local_useless_fill(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``fill(x, y) -> y`` when ``y`` already has the result's type (so its shape too)."""
-    ins = elemwise_inputs(node, ps.Second)
-    if ins is None or ins[1].type != node.outputs[0].type:
-        return None
-    return [ins[1]]
+# ``fill(x, y) -> y`` only where ``y`` already has the result's type (so its shape too).
+local_useless_fill = pattern_rewriter(
+    "local_useless_fill", (tm.second, "x", "y"), "y", retype=exact_type
+)
+rewrites.specialize("shape_unsafe")(local_useless_fill)
+rewrites.stabilize("shape_unsafe")(local_useless_fill)
+rewrites.canonicalize("shape_unsafe")(local_useless_fill)
 
 
 # ------------------------------------------------------------------ gradient blocks
 
 
-@rewrites.canonicalize
-@node_rewriter([GradBlock])
-def local_remove_grad_block(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``disconnected_grad(x) -> x``, ``zero_grad(x) -> x``: they only act on gradients."""
-    (x,) = node.inputs
-    return [x] if x.type == node.outputs[0].type else None
+# ``disconnected_grad(x) -> x``, ``zero_grad(x) -> x``: they only act on gradients.
+local_remove_grad_block = rewrites.canonicalize(
+    pattern_rewriter("local_remove_grad_block", (GradBlock, "x"), "x", retype=exact_type)
+)

@@ -20,11 +20,13 @@ import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Variable
 from opgraph.rewriting import node_rewriter, pattern_rewriter
-from opgraph.scalar.type import discrete_dtypes, uint_dtypes
+from opgraph.scalar.type import uint_dtypes
 from opgraph_optimizers.canonicalize.utils import (
-    as_type_of,
+    as_replacement,
     broadcast_constant,
+    continuous,
     elemwise_inputs,
+    has_one_client,
     is_neg,
     scalar_constant,
     scalar_op_of,
@@ -51,10 +53,6 @@ local_neg_neg = rewrites.canonicalize(
 
 
 # ------------------------------------------------------------------ the canonizers
-
-
-def _continuous(dtype: str) -> bool:
-    return dtype not in discrete_dtypes
 
 
 class Canonizer:
@@ -116,7 +114,7 @@ class Canonizer:
         is part of the value.
         """
         vd = var.type.dtype
-        if vd == "bool" or (vd != dtype and not _continuous(vd)):
+        if vd == "bool" or (vd != dtype and not continuous(vd)):
             return None
         return self._node_terms(var)
 
@@ -229,7 +227,7 @@ class Canonizer:
             if t.type.dtype != dtype
             and (
                 t.type.dtype == "bool"
-                or (several and _continuous(dtype) and not _continuous(t.type.dtype))
+                or (several and continuous(dtype) and not continuous(t.type.dtype))
             )
             else t
             for t in terms
@@ -303,8 +301,7 @@ class Canonizer:
         new_num, new_denum, changed = self.simplify(num, denum, out.type.dtype)
         if not changed:
             return None
-        new = as_type_of(self.build(new_num, new_denum, out, fgraph), out, models=num + denum)
-        return None if new is None else [new]
+        return as_replacement(self.build(new_num, new_denum, out, fgraph), out, models=num + denum)
 
 
 def _fold_mul(num: list[Any], denum: list[Any], dtype: str) -> Any:
@@ -371,7 +368,7 @@ def local_add_mul_fusion(fgraph: Any, node: Apply) -> list[Variable] | None:
             ins is not None
             and var.type.dtype == out.type.dtype
             and not var.owner.op.inplace_pattern  # type: ignore[union-attr]
-            and len(getattr(var, "clients", ())) == 1
+            and has_one_client(var)
         ):
             stack.extend(reversed(ins))
             fused = True
@@ -379,8 +376,7 @@ def local_add_mul_fusion(fgraph: Any, node: Apply) -> list[Variable] | None:
             inputs.append(var)
     if not fused:
         return None
-    new = as_type_of(node.op(*inputs), out)
-    return None if new is None else [new]
+    return as_replacement(node.op(*inputs), out)
 
 
 @rewrites.canonicalize
@@ -410,5 +406,4 @@ def local_pow_canonicalize(fgraph: Any, node: Apply) -> list[Variable] | None:
     if c is None or c not in (0, 1):
         return None
     new = x if c == 1 else broadcast_constant(1, out.type.dtype, out.type.ndim)
-    result = as_type_of(new, out, models=[x, y])
-    return None if result is None else [result]
+    return as_replacement(new, out, models=[x, y])

@@ -16,10 +16,11 @@ from typing import Any
 import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Variable
-from opgraph.rewriting import node_rewriter
+from opgraph.rewriting import node_rewriter, pattern_rewriter
+from opgraph.rewriting.pattern import exact_type
 from opgraph.tensor.shape import Reshape, shape_i
 from opgraph.tensor.structure import Alloc, alloc
-from opgraph_optimizers.canonicalize.utils import elemwise_inputs
+from opgraph_optimizers.canonicalize.utils import elemwise_inputs, has_one_client
 from opgraph_optimizers.registry import rewrites
 
 __all__ = [
@@ -37,7 +38,7 @@ def local_reshape_reshape(fgraph: Any, node: Apply) -> list[Variable] | None:
     inner, shp = node.inputs
     if inner.owner is None or not isinstance(inner.owner.op, Reshape):
         return None
-    if len(getattr(inner, "clients", ())) != 1:
+    if not has_one_client(inner):
         return None
     new = node.op(inner.owner.inputs[0], shp)
     return [new] if new.type == node.outputs[0].type else None
@@ -66,24 +67,18 @@ def local_fill_to_alloc(fgraph: Any, node: Apply) -> list[Variable] | None:
     return [new] if new.type == out.type else None
 
 
-@rewrites.canonicalize("shape_unsafe")
-@rewrites.specialize("shape_unsafe")
-@node_rewriter([Alloc])
-def local_useless_alloc(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``alloc(v, *shape) -> v`` when ``v`` already has the result's type (and so its shape)."""
-    v = node.inputs[0]
-    return [v] if v.type == node.outputs[0].type else None
+# ``alloc(v, *shape) -> v`` only where ``v`` already has the result's type (and so its shape).
+local_useless_alloc = pattern_rewriter(
+    "local_useless_alloc", (Alloc, "v", "*shape"), "v", retype=exact_type
+)
+rewrites.specialize("shape_unsafe")(local_useless_alloc)
+rewrites.canonicalize("shape_unsafe")(local_useless_alloc)
 
-
-@rewrites.canonicalize("shape_unsafe")
-@rewrites.specialize("shape_unsafe")
-@node_rewriter([Alloc])
-def local_alloc_alloc(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``alloc(alloc(v, *s1), *s2) -> alloc(v, *s2)``."""
-    inner = node.inputs[0]
-    if inner.owner is None or not isinstance(inner.owner.op, Alloc):
-        return None
-    if len(getattr(inner, "clients", ())) != 1:
-        return None
-    new = alloc(inner.owner.inputs[0], *node.inputs[1:])
-    return [new] if new.type == node.outputs[0].type else None
+local_alloc_alloc = pattern_rewriter(
+    "local_alloc_alloc",
+    (Alloc, (Alloc, "v", "*s1"), "*s2"),
+    (alloc, "v", "*s2"),
+    retype=exact_type,
+)
+rewrites.specialize("shape_unsafe")(local_alloc_alloc)
+rewrites.canonicalize("shape_unsafe")(local_alloc_alloc)

@@ -2,8 +2,10 @@
 
 Rewrites are short because these answer the recurring questions: "is this variable computed
 by an Elemwise of scalar op X?" (:func:`elemwise_inputs`), "is it a constant with a single
-value?" (:func:`scalar_constant`), "is it minus something?" (:func:`is_neg`), and "how do I
-give a replacement the exact type of the variable it replaces?" (:func:`as_type_of`).
+value?" (:func:`scalar_constant`, :func:`has_value`), "is it minus something?"
+(:func:`is_neg`), "may a rewrite fold it into its one user?" (:func:`has_one_client`), and
+"how do I give a replacement the exact type of the variable it replaces?" (:func:`as_type_of`,
+:func:`as_replacement`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Constant, Variable
-from opgraph.scalar.type import all_dtypes, get_scalar_type, uint_dtypes
+from opgraph.scalar.type import all_dtypes, discrete_dtypes, get_scalar_type, uint_dtypes
 from opgraph.tensor.basic import Rebroadcast
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
 from opgraph.tensor.type import TensorType
@@ -24,10 +26,14 @@ from opgraph.tensor.variable import TensorConstant
 
 __all__ = [
     "CAST_OPS",
+    "as_replacement",
     "as_type_of",
     "broadcast_constant",
-    "clients_of",
+    "continuous",
     "elemwise_inputs",
+    "has_one_client",
+    "has_value",
+    "is_cast",
     "is_neg",
     "negate",
     "scalar_constant",
@@ -37,6 +43,11 @@ __all__ = [
 
 #: The Elemwise casts to every dtype: rewriters of casts track these (equal to any cast op).
 CAST_OPS = [Elemwise(ps.Cast(get_scalar_type(d))) for d in all_dtypes]
+
+
+def is_cast(op: Any) -> bool:
+    """True for an Elemwise cast to any dtype (the head of cast patterns tracking CAST_OPS)."""
+    return isinstance(getattr(op, "scalar_op", None), ps.Cast)
 
 
 def scalar_op_of(x: Variable | Apply | None) -> ps.ScalarOp | None:
@@ -56,9 +67,14 @@ def elemwise_inputs(x: Variable | Apply | None, *classes: type) -> list[Variable
     return list(node.inputs)  # type: ignore[union-attr]
 
 
-def clients_of(fgraph: Any, var: Variable) -> list[tuple[Any, int]]:
-    """``var``'s clients in ``fgraph`` (empty for a variable outside it)."""
-    return list(getattr(var, "clients", None) or ())
+def has_one_client(var: Variable) -> bool:
+    """True if one node alone uses ``var`` (a rewrite may then fold it into that node)."""
+    return len(getattr(var, "clients", ())) == 1
+
+
+def continuous(dtype: str) -> bool:
+    """True for float and complex dtypes (no integer overflow, no bool)."""
+    return dtype not in discrete_dtypes
 
 
 def _all_equal(data: np.ndarray) -> bool:
@@ -89,6 +105,13 @@ def scalar_constant(var: Variable, broadcastable_only: bool = True) -> np.generi
     if data.size != 1 and not _all_equal(np.asarray(data)):
         return None
     return data.flat[0] if isinstance(data, np.ndarray) else data
+
+
+def has_value(var: Variable, value: Any) -> bool:
+    """True if ``var`` is a broadcastable constant (see :func:`scalar_constant`) equal to
+    ``value``."""
+    c = scalar_constant(var)
+    return c is not None and bool(c == value)
 
 
 #: ``{(dtype, ndim): TensorType(dtype, (True,) * ndim)}``: types are immutable, so the
@@ -207,3 +230,12 @@ def as_type_of(new: Variable, out: Variable, models: Iterable[Variable] = ()) ->
             return None
         new = converted
     return new
+
+
+def as_replacement(
+    new: Variable, out: Variable, models: Iterable[Variable] = ()
+) -> list[Variable] | None:
+    """``[new]`` given ``out``'s type by :func:`as_type_of` (what a node rewriter returns),
+    or None."""
+    result = as_type_of(new, out, models)
+    return None if result is None else [result]
