@@ -43,10 +43,6 @@ cdef enum:
     # Release the GIL only for loops at least this long (releasing costs ~100 ns).
     NOGIL_SIZE = 4096
 
-#: Limits of the driver; nodes beyond them run their Op's perform.
-LIMITS = {"operands": MAX_OPERANDS, "ndim": MAX_DIMS}
-ABI = OPG_ELEMWISE_ABI
-
 
 cdef void _walk(opg_elemwise_kernel* k, int nops, int m, const Py_ssize_t* cshape,
                 ptrdiff_t (*cstrides)[MAX_DIMS], char** base, bint inner_contig) noexcept nogil:

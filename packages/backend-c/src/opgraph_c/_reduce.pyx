@@ -37,10 +37,6 @@ cdef enum:
     # Release the GIL only for inputs at least this large (releasing costs ~100 ns).
     NOGIL_SIZE = 4096
 
-#: Limits of the driver; nodes beyond them run their Op's perform.
-LIMITS = {"ndim": MAX_DIMS}
-ABI = OPG_REDUCE_ABI
-
 
 cdef int _collapse(Py_ssize_t* shape, Py_ssize_t* strides, int n) noexcept nogil:
     """Merge neighbouring dimensions that are adjacent in memory; the new count."""
