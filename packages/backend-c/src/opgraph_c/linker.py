@@ -190,11 +190,11 @@ class CLinker(VMLinker):
         if self.fgraph is None:
             return super().make_all(input_storage, output_storage, storage_map)
         order = self.fgraph.toposort()
-        self.precompile(order)
         try:
+            self.precompile(order)
             return super().make_all(input_storage, output_storage, storage_map)
         finally:
-            pipeline.forget(order)
+            pipeline.forget(order)  # resolutions no thunk took (a failed link)
 
     def precompile(self, order: Sequence[Apply]) -> int:
         """Resolve the nodes of ``order`` (each once: their thunks reuse it) and compile
