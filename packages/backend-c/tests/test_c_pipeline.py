@@ -220,7 +220,22 @@ def test_a_compiler_warning_fails_the_build_and_names_the_source(tmp_path: Path)
         assert KernelCache(tmp_path / "lenient").load(CModule("sloppy", SLOPPY)).compute(1) == 2
 
 
-# ---------------------------------------------------------------------- the openmp flag
+# ---------------------------------------------------------------------- threads and openmp
+
+
+def test_every_threaded_kernel_takes_its_team_from_the_one_policy() -> None:
+    from opgraph_c import _threads
+
+    assert set(_threads.POLICY) == {"elemwise", "reduce", "gemv"}
+    with config.change_flags(openmp=True, c__openmp_threshold=1234):
+        elemwise, reduce, gemv = (_threads.team_options(k) for k in ("elemwise", "reduce", "gemv"))
+    assert elemwise["nthreads"] == reduce["nthreads"] == gemv["nthreads"] == _threads.thread_limit()
+    assert elemwise["busy_load"] == float("inf")  # as before: whatever the load
+    assert reduce["busy_load"] == gemv["busy_load"] == _threads.busy_load()
+    assert (elemwise["threshold"], reduce["threshold"], gemv["threshold"]) == (1234, 1234, 0)
+    assert gemv["adaptive"] and not elemwise["adaptive"] and not reduce["adaptive"]
+    with config.change_flags(openmp=False):
+        assert all(_threads.team_options(k)["nthreads"] == 1 for k in _threads.POLICY)
 
 
 def test_openmp_is_backend_cs_flag() -> None:
@@ -240,7 +255,7 @@ def test_openmp_false_from_the_environment_turns_threads_off(tmp_path: Path) -> 
         "from opgraph_c._threads import team_options\n"
         "x = T.dvector('x')\n"
         "f = function([x], x + 1, mode=Mode(linker='c'))\n"
-        "print(config.openmp, team_options()['nthreads'], f([1.0])[0])\n"
+        "print(config.openmp, team_options('elemwise')['nthreads'], f([1.0])[0])\n"
     )
     env = {**os.environ, "OPGRAPH_FLAGS": "openmp=False", "OPGRAPH_CACHE_DIR": str(tmp_path)}
     proc = subprocess.run(

@@ -696,12 +696,13 @@ cdef class BlasThunk(CThunk):
         The node's storage cells.
     dtype
         The operands' dtype: ``float32`` or ``float64``.
-    nthreads, busy_load, adaptive
+    nthreads, busy_load, adaptive, threshold
         Matrix-vector products (``Gemv``, ``Dot``) of mid-size matrices run the native loops
         on up to ``nthreads`` threads (1: BLAS only), on one thread while the 1-minute load
-        average is ``busy_load`` or more (the machine's CPU count) or, if ``adaptive``,
-        while threads do not pay (see :mod:`opgraph_c._threads`; not ``adaptive``: tests
-        and benchmarks pick the threads).
+        average is ``busy_load`` or more (the machine's CPU count), below ``threshold``
+        matrix elements or, if ``adaptive``, while threads do not pay (see
+        :mod:`opgraph_c._threads`; not ``adaptive``: tests and benchmarks pick the
+        threads).
     """
 
     cdef public object node
@@ -711,7 +712,7 @@ cdef class BlasThunk(CThunk):
     cdef Team team
 
     def __init__(self, node, list in_cells, list out_cells, dtype, int nthreads=1,
-                 double busy_load=INFINITY, bint adaptive=True):
+                 double busy_load=INFINITY, bint adaptive=True, Py_ssize_t threshold=0):
         dtype = np.dtype(dtype)
         if dtype.num not in (cnp.NPY_FLOAT, cnp.NPY_DOUBLE):
             raise TypeError(f"{type(self).__name__} runs float32 or float64 BLAS, not {dtype}")
@@ -721,7 +722,7 @@ cdef class BlasThunk(CThunk):
         self.inputs, self.outputs = in_cells, out_cells
         self.lazy = False
         self.typenum = dtype.num
-        team_init(&self.team, nthreads, busy_load, 0, adaptive)
+        team_init(&self.team, nthreads, busy_load, threshold, adaptive)
 
     cdef inline object _value(self, int i):
         return (<list>self.in_cells[i])[0]
@@ -816,9 +817,10 @@ cdef class GemvThunk(BlasThunk):
     cdef bint inplace
 
     def __init__(self, node, list in_cells, list out_cells, dtype, bint inplace,
-                 int nthreads=1, double busy_load=INFINITY, bint adaptive=True):
+                 int nthreads=1, double busy_load=INFINITY, bint adaptive=True,
+                 Py_ssize_t threshold=0):
         BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, busy_load,
-                           adaptive)
+                           adaptive, threshold)
         self.inplace = inplace
 
     cdef int run(self) except -1:
@@ -902,9 +904,9 @@ cdef class DotThunk(BlasThunk):
     cdef int xnd, ynd
 
     def __init__(self, node, list in_cells, list out_cells, dtype, int nthreads=1,
-                 double busy_load=INFINITY, bint adaptive=True):
+                 double busy_load=INFINITY, bint adaptive=True, Py_ssize_t threshold=0):
         BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, busy_load,
-                           adaptive)
+                           adaptive, threshold)
         self.xnd = node.inputs[0].type.ndim
         self.ynd = node.inputs[1].type.ndim
         if self.xnd not in (1, 2) or self.ynd not in (1, 2):

@@ -121,10 +121,10 @@ cdef class ElemwiseThunk(CThunk):
         Per input, whether the kernel reads it once per loop (every dimension broadcastable).
     inplace
         ``{output: input}`` whose buffer the output overwrites.
-    threshold, nthreads, busy_load
+    threshold, nthreads, busy_load, adaptive
         The thread team (:mod:`opgraph_c._threads`): the parallel loop on up to
         ``nthreads`` threads from ``threshold`` elements on, while the 1-minute load
-        average is below ``busy_load`` (inf: always).
+        average is below ``busy_load`` (inf: whatever the load).
     """
 
     cdef object module
@@ -144,7 +144,7 @@ cdef class ElemwiseThunk(CThunk):
 
     def __init__(self, module, capsule, node, list in_cells, list out_cells, in_dtypes,
                  out_dtypes, bcast, hoisted, dict inplace, Py_ssize_t threshold,
-                 int nthreads, double busy_load=INFINITY):
+                 int nthreads, double busy_load=INFINITY, bint adaptive=False):
         if not PyCapsule_IsValid(capsule, b"opgraph_c.elemwise"):
             raise TypeError(f"{module!r} has no valid ELEMWISE_KERNEL capsule")
         self.k = <opg_elemwise_kernel*>PyCapsule_GetPointer(capsule, b"opgraph_c.elemwise")
@@ -178,7 +178,7 @@ cdef class ElemwiseThunk(CThunk):
             self.inplace[j] = inplace.get(j, -1)
             self.reuse[j] = 0
         team_init(&self.team, nthreads if self.k.parallel != NULL else 1, busy_load,
-                  threshold, False)
+                  threshold, adaptive)
 
     def set_output_reuse(self, flags):
         """Per output, what the array kept in its cell from the last call may be used for.

@@ -67,7 +67,7 @@ cdef class ReduceThunk(CThunk):
         The node's storage cells (one input, one output).
     axes
         The reduced axes of the input.
-    threshold, nthreads, busy_load
+    threshold, nthreads, busy_load, adaptive
         The thread team (:mod:`opgraph_c._threads`): up to ``nthreads`` OpenMP threads
         from ``threshold`` input elements on (when the module was built with OpenMP),
         while the 1-minute load average is below ``busy_load`` (inf: always).
@@ -85,7 +85,7 @@ cdef class ReduceThunk(CThunk):
     cdef Team team
 
     def __init__(self, module, capsule, node, list in_cells, list out_cells, axes,
-                 Py_ssize_t threshold, int nthreads, double busy_load):
+                 Py_ssize_t threshold, int nthreads, double busy_load, bint adaptive=False):
         if not PyCapsule_IsValid(capsule, b"opgraph_c.reduce"):
             raise TypeError(f"{module!r} has no valid REDUCE_KERNEL capsule")
         self.k = <opg_reduce_kernel*>PyCapsule_GetPointer(capsule, b"opgraph_c.reduce")
@@ -113,7 +113,7 @@ cdef class ReduceThunk(CThunk):
         self.out_typenum, self.out_itemsize = out_dtype.num, out_dtype.itemsize
         for d in range(ndim):
             self.reduced[d] = d in axes
-        team_init(&self.team, nthreads if self.k.openmp else 1, busy_load, threshold, False)
+        team_init(&self.team, nthreads if self.k.openmp else 1, busy_load, threshold, adaptive)
 
     cdef int run(self) except -1:
         cdef object value = (<list>self.in_cells[0])[0]

@@ -9,9 +9,10 @@ A threaded kernel's thunk (:class:`opgraph_c._elemwise.ElemwiseThunk`,
   (``config.openmp`` off, one usable CPU);
 - one in a child forked from this process: GNU OpenMP's threads are not forked, and a
   parallel region would wait for them forever;
-- one while the machine is busy: the 1-minute load average (read at most once a second)
-  at or above ``busy_load``, the machine's CPU count. A threaded region's threads join at
-  its end, so one waiting for a CPU (a scheduler time slice, milliseconds) holds up all;
+- one while the machine is busy, for the kernels whose :data:`POLICY` says so: the 1-minute
+  load average (read at most once a second) at or above ``busy_load``, the machine's CPU
+  count. A threaded region's threads join at its end, so one waiting for a CPU (a
+  scheduler time slice, milliseconds) holds up all;
 - for an ``adaptive`` team (the native gemv), one while threads did not pay lately: the
   team's first ``ONE_THREAD_CALLS`` calls run on one thread, to time it; after
   ``SLOW_CALLS`` threaded calls in a row slower (per element) than its fastest on one
@@ -22,7 +23,8 @@ A threaded kernel's thunk (:class:`opgraph_c._elemwise.ElemwiseThunk`,
   rare to find their threads awake; the timing catches both.
 
 Threaded kernels give the same result on any number of threads, so this decides speed
-only. :func:`team_options` gives the arguments a kernel's thunk is made with.
+only. :data:`POLICY` says which rules each kernel follows, and :func:`team_options` gives
+the arguments a kernel's thunk is made with.
 """
 
 from libc.math cimport INFINITY
@@ -152,16 +154,30 @@ def busy_load() -> float:
     return float(os.cpu_count() or 1)
 
 
-def team_options() -> dict:
-    """The team of a threaded kernel's thunk made now, as keyword arguments: ``nthreads``
-    (:func:`thread_limit`, 1 without ``config.openmp``), ``busy_load`` (:func:`busy_load`)
-    and ``threshold`` (``config.c__openmp_threshold``)."""
+#: How each threaded kernel uses threads, the policy to change (issue 19): per kernel,
+#: (threads wait for a quiet machine: the load average below busy_load(); adaptive: timed
+#: against one thread, with the back-off; c__openmp_threshold applies). The elementwise
+#: loops use threads whatever the load, as they always did; the native gemv has its own
+#: size limits (opgraph_c._blas._gemv_native).
+POLICY = {
+    "elemwise": (False, False, True),
+    "reduce": (True, False, True),
+    "gemv": (True, True, False),
+}
+
+
+def team_options(kernel: str) -> dict:
+    """The team of a ``kernel`` thunk (a key of :data:`POLICY`) made now, as keyword
+    arguments of its driver: ``nthreads`` (:func:`thread_limit`, 1 without
+    ``config.openmp``), ``busy_load``, ``adaptive`` and ``threshold``."""
     from opgraph.configdefaults import config
 
+    watch_load, adaptive, use_threshold = POLICY[kernel]
     openmp = bool(config.openmp) if "openmp" in config else False
     threshold = int(config.c__openmp_threshold) if "c__openmp_threshold" in config else 200_000
     return {
         "nthreads": thread_limit() if openmp else 1,
-        "busy_load": busy_load(),
-        "threshold": threshold,
+        "busy_load": busy_load() if watch_load else INFINITY,
+        "adaptive": adaptive,
+        "threshold": threshold if use_threshold else 0,
     }

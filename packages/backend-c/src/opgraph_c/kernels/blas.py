@@ -97,13 +97,11 @@ def gemm_c(op: Gemm, node: Apply) -> Precompiled | None:
 
 
 def _gemv_threads() -> dict[str, Any]:
-    """The team of the native gemv (:mod:`opgraph_c._threads`): ``nthreads`` (1 without
-    ``config.openmp``: BLAS only) and ``busy_load``; its own size limits, not
-    ``c__openmp_threshold``, decide which products it runs."""
+    """The team of the native gemv (:mod:`opgraph_c._threads`; 1 thread without
+    ``config.openmp``: BLAS only)."""
     from opgraph_c._threads import team_options
 
-    options = team_options()
-    return {"nthreads": options["nthreads"], "busy_load": options["busy_load"]}
+    return team_options("gemv")
 
 
 def gemv_c(op: Gemv, node: Apply) -> Precompiled | None:

@@ -68,7 +68,7 @@ def _thunk_factory(op: Elemwise, hoisted: tuple[bool, ...]) -> Any:
             [v.type.broadcastable for v in node.inputs],
             hoisted,
             dict(op.inplace_pattern),
-            **team_options(),
+            **team_options("elemwise"),
         )
 
     return make_thunk

@@ -178,5 +178,5 @@ def _reduce_thunk(
         in_cells,
         out_cells,
         op._axes(node.inputs[0].type.ndim),
-        **team_options(),
+        **team_options("reduce"),
     )
