@@ -17,9 +17,10 @@ from opgraph.configdefaults import config
 
 @pytest.fixture(scope="session", autouse=True)
 def c_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A compile cache shared by the whole session, so each kernel compiles once."""
+    """A compile cache shared by the whole session, so each kernel compiles once; a C
+    compiler warning in a generated kernel fails its build (``c__werror``)."""
     path = tmp_path_factory.mktemp("opgraph-cache")
-    with config.change_flags(compiledir=str(path)):
+    with config.change_flags(compiledir=str(path), c__werror=True):
         yield path
 
 

@@ -200,14 +200,14 @@ def test_every_blas_op_has_a_precompiled_kernel() -> None:
 
 @pytest.mark.parametrize("dtype", ["complex128", "float16"])
 def test_other_dtypes_run_perform(dtype: str) -> None:
-    from opgraph_c.registry import module_spec
+    from opgraph_c.pipeline import pipeline
 
     node = node_of(gemm_no_inplace, dtype, (2, 0, 2, 2, 0))
-    assert module_spec(get_registry().lookup(node.op), node) is None
+    assert pipeline.resolve(get_registry().lookup(node.op), node).spec is None
     mixed = _dot.make_node(T.dmatrix(), T.fmatrix())
-    assert module_spec(get_registry().lookup(mixed.op), mixed) is None
+    assert pipeline.resolve(get_registry().lookup(mixed.op), mixed).spec is None
     ints = _dot.make_node(T.lmatrix(), T.lmatrix())
-    assert module_spec(get_registry().lookup(ints.op), ints) is None
+    assert pipeline.resolve(get_registry().lookup(ints.op), ints).spec is None
 
 
 def test_missing_blas_extension_warns_and_runs_perform(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -868,7 +868,7 @@ def test_native_gemv_in_a_forked_child(rng: np.random.Generator) -> None:
 
 def test_native_gemv_follows_config_openmp(rng: np.random.Generator) -> None:
     from opgraph.configdefaults import config
-    from opgraph_c.kernels.elemwise import _threads
+    from opgraph_c._threads import thread_limit
 
     a, x = gemv_values("float64", (400, 784), "C", False, rng)
     node = node_of(_dot, "float64", (2, 1))
@@ -876,5 +876,5 @@ def test_native_gemv_follows_config_openmp(rng: np.random.Generator) -> None:
         with config.change_flags(openmp=openmp):
             before = _blas.native_gemv_stats()["calls"]
             got = run_c(node, [a, x])
-        assert (_blas.native_gemv_stats()["calls"] > before) == (openmp and _threads() > 1)
+        assert (_blas.native_gemv_stats()["calls"] > before) == (openmp and thread_limit() > 1)
         assert_gemv_close(got, 1.0, a, x, 0.0, None)

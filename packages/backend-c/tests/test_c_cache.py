@@ -19,7 +19,8 @@ from opgraph_c.compiler import CompileError
 
 TINY = """\
 # cython: language_level=3
-# Test module {token}: compute(x) returns x + {value}.
+# Test module: compute(x) returns x + {value} (TOKEN keys it; a comment would not).
+TOKEN = "{token}"
 def compute(x):
     return x + {value}
 """
@@ -129,7 +130,7 @@ import sys, time
 from opgraph_c import CModule
 from opgraph_c.cache import KernelCache
 root, token, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
-source = "# cython: language_level=3\\n# {{}}\\ndef compute(x):\\n    return x * 2\\n".format(token)
+source = "# cython: language_level=3\\nT = '{{}}'\\ndef compute(x):\\n    return x * 2\\n".format(token)
 import opgraph.configdefaults  # load everything before the common start
 from Cython.Compiler.Main import compile
 while time.time() < start:

@@ -26,6 +26,7 @@ from opgraph.configdefaults import config
 from opgraph.graph.basic import Variable
 from opgraph.tensor.elemwise import CAReduce, Sum
 from opgraph.testing import assert_allclose
+from opgraph_c import _threads
 from opgraph_c.kernels import reduction
 
 AXES = [None, 1, (0, 2)]
@@ -268,8 +269,8 @@ def test_threaded_paths_match_serial_exactly(
     """With OpenMP from 1 element on, rows, split rows and column blocks are shared among
     threads (even on a busy machine); the results are bitwise those of one thread (the
     trees do not change)."""
-    monkeypatch.setattr(reduction, "_threads", lambda: 4)
-    monkeypatch.setattr(reduction, "_busy_load", lambda: float("inf"))
+    monkeypatch.setattr(_threads, "thread_limit", lambda: 4)
+    monkeypatch.setattr(_threads, "busy_load", lambda: float("inf"))
     x = T.TensorType(dtype, (False, False))("x")
     outputs = [T.sum(x, axis=0), T.sum(x, axis=1), T.sum(x), T.sum(x, axis=1, acc_dtype=dtype)]
     outputs += [CAReduce(ps.maximum, 1)(x), CAReduce(ps.minimum, 0)(x), T.prod(x, axis=1)]
@@ -291,15 +292,13 @@ def test_busy_machine_runs_one_thread_with_the_same_result(
     rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A load average at or above ``busy_load`` keeps the kernel on one thread."""
-    from opgraph_c._reduce import load_average
-
-    assert load_average() >= 0.0
+    assert _threads.load_average() >= 0.0
     x = T.dmatrix("x")
-    monkeypatch.setattr(reduction, "_threads", lambda: 4)
+    monkeypatch.setattr(_threads, "thread_limit", lambda: 4)
     xv = rng.standard_normal((300, 2000))
     results = []
     for busy_load in (0.0, float("inf")):
-        monkeypatch.setattr(reduction, "_busy_load", lambda b=busy_load: b)
+        monkeypatch.setattr(_threads, "busy_load", lambda b=busy_load: b)
         with config.change_flags(openmp=True, c__openmp_threshold=1):
             f, ref = _compile([x], [T.sum(x, axis=0), T.sum(x)])
         results.append(f(xv))

@@ -470,7 +470,6 @@ def test_core_flags_declared_with_theano_defaults():
         "NanGuardMode__big_is_error": False,
         "optdb__max_use_ratio": 8.0,
         "deterministic": "default",
-        "openmp": (os.cpu_count() or 1) > 1,
     }
     values = {name: value for name, _, value in core_config()}
     assert {k: values[k] for k in expected} == expected

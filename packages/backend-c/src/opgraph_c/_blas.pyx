@@ -28,8 +28,8 @@ Matrix-vector products of mid-size matrices (``Gemv``, and ``Dot`` of a matrix a
 run native loops instead of ``?gemv``, on OpenMP threads that each own a contiguous part of
 the output (see "the native gemv" below). Their result does not depend on the number of
 threads (each output element is summed in one order, by one thread), and threads are used
-only while they pay: not while the machine is busy (as in :mod:`opgraph_c._reduce`), nor
-while other threads of the process hold them up.
+only while they pay: not while the machine is busy, nor while other threads of the process
+hold them up (:mod:`opgraph_c._threads` decides).
 
 In-place variants (``Gemm{inplace}``, ``Gemv{inplace}``, ``Ger{destructive}``) write into
 their input 0 and output it. When that input cannot be handed to BLAS as it is (a layout
@@ -42,15 +42,15 @@ from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 from cython.parallel cimport prange
 from libc.limits cimport INT_MAX
 from libc.math cimport INFINITY
-from libc.time cimport time, time_t
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
+from opgraph_c._threads cimport Team, monotonic, team_init, team_size, team_timed
 from opgraph_c._vm cimport CThunk
 
-import os
 import re
 
 import numpy as np
+
+from opgraph_c._threads import timed_stats
 
 cnp.import_array()
 
@@ -288,10 +288,6 @@ cdef extern from *:
                          Py_ssize_t j1) noexcept nogil
 
 
-cdef extern from "stdlib.h" nogil:
-    int getloadavg(double* loadavg, int nelem)
-
-
 cdef enum:
     # The products the native gemv runs (see _gemv_native).
     GEMV_MIN_BYTES = 512 * 1024
@@ -313,121 +309,15 @@ GEMV_LIMITS = {
     "min_cols_output": GEMV_MIN_COLS_OUTPUT,
 }
 
-# Threads must beat one thread: a thunk's first ONE_THREAD_CALLS products run on one
-# thread, to time it; after SLOW_CALLS threaded products in a row slower (per matrix
-# element) than its fastest on one thread, or one STALLED times slower (a thread waited
-# for a CPU: a scheduler time slice), the native gemv runs on one thread for a while:
-# BACKOFF_MIN seconds, twice as long each time threads are still slow after that, up to
-# BACKOFF_MAX.
-cdef enum:
-    ONE_THREAD_CALLS = 2
-    SLOW_CALLS = 3
-    STALLED = 20
-cdef double BACKOFF_MIN = 0.01
-cdef double BACKOFF_MAX = 5.0
-
-
-cdef struct GemvTeam:
-    # The threads of a thunk's native gemv.
-    int nthreads  # at most this many; 1: no native gemv, BLAS runs every product
-    double busy_load  # one thread while the 1-minute load average is this or more
-    bint adaptive  # False: threads whenever not busy (no timing, no back-off)
-    int one_calls  # products timed on one thread
-    double one  # the fastest of them, seconds per matrix element
-    int slow  # threaded products slower than that in a row
-
-
-cdef bint _forked = False  # in a child forked from this process: one thread, always
-cdef double _backoff_until = 0.0  # CLOCK_MONOTONIC seconds: one thread until then
-cdef double _backoff = BACKOFF_MIN  # the next back-off's length
-cdef Py_ssize_t _native_calls = 0, _threaded_calls = 0, _backoffs = 0
+cdef Py_ssize_t _native_calls = 0
 
 
 def native_gemv_stats():
     """Counts of this process's native gemv (a diagnostic; the tests read from it which
     path a product took): ``calls`` (products it computed), ``threaded`` (on several
-    threads), ``backoffs`` (times it went back to one thread, see ``_team_timed``)."""
-    return {"calls": _native_calls, "threaded": _threaded_calls, "backoffs": _backoffs}
-
-
-def _after_fork_in_child():
-    """No threads in a forked child: GNU OpenMP's threads are not forked, and its next
-    parallel region would wait for them forever."""
-    global _forked
-    _forked = True
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-cdef inline double _monotonic() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return ts.tv_sec + 1e-9 * ts.tv_nsec
-
-
-cdef time_t _load_time = 0
-cdef double _load = 0.0
-
-
-cdef double _load_average() noexcept:
-    """The 1-minute load average, read at most once a second (0 when unknown; as in
-    :mod:`opgraph_c._reduce`)."""
-    global _load_time, _load
-    cdef time_t now = time(NULL)
-    cdef double avg[1]
-    if now != _load_time:
-        _load_time = now
-        _load = avg[0] if getloadavg(avg, 1) == 1 else 0.0
-    return _load
-
-
-cdef int _team_size(GemvTeam* team) noexcept:
-    """How many threads the native gemv may use now: 0 (none, BLAS runs), else 1 in a
-    forked child, while the machine is busy or while threads did not pay lately, else
-    ``team.nthreads``.
-
-    Threads pay only if they all run at once: a product's threads join at its end, so one
-    waiting for a CPU holds up the caller (by a scheduler time slice, milliseconds). The
-    load average tells when other processes hold the CPUs. It misses this process's other
-    threads, OpenBLAS's above all: they spin for a while after each threaded BLAS call (as
-    OpenMP's do after each product), and with few CPUs each team then waits for the
-    other's (a gemv and a threaded gemm in turn: each ten times slower). It misses products
-    too rare to find their threads awake, too. ``_team_timed`` catches both.
-    """
-    if team.nthreads <= 1:
-        return 0
-    if _forked or _load_average() >= team.busy_load:
-        return 1
-    if team.adaptive and (team.one_calls < ONE_THREAD_CALLS or _monotonic() < _backoff_until):
-        return 1
-    return team.nthreads
-
-
-cdef void _team_timed(GemvTeam* team, int threads, double seconds, Py_ssize_t size) noexcept:
-    """Record a product of ``size`` elements on ``threads`` threads that took ``seconds``;
-    back off to one thread after SLOW_CALLS threaded products in a row slower than one
-    thread, or one STALLED times slower."""
-    global _backoff_until, _backoff, _backoffs, _threaded_calls
-    cdef double per = seconds / size
-    if threads > 1:
-        _threaded_calls += 1
-    if not team.adaptive:
-        return
-    if threads <= 1:
-        team.one_calls += 1
-        team.one = min(team.one, per)
-        return
-    if per < team.one:
-        team.slow = 0
-        _backoff = BACKOFF_MIN
-        return
-    team.slow += 1
-    if team.slow >= SLOW_CALLS or per > STALLED * team.one:
-        team.slow = 0
-        _backoff_until = _monotonic() + _backoff
-        _backoff = min(2 * _backoff, BACKOFF_MAX)
-        _backoffs += 1
+    threads), ``backoffs`` (times it went back to one thread: ``_threads.team_timed``)."""
+    stats = timed_stats()
+    return {"calls": _native_calls, "threaded": stats["threaded"], "backoffs": stats["backoffs"]}
 
 
 cdef inline bint _gemv_native(int typenum, char trans, int M, int N, int incx,
@@ -711,13 +601,13 @@ cdef int _gemm(int typenum, double alpha, cnp.ndarray x, cnp.ndarray y, double b
 
 
 cdef int _gemv(int typenum, double alpha, cnp.ndarray a, bint transpose, cnp.ndarray x,
-               double beta, cnp.ndarray out, int inc_out, GemvTeam* team) except -1:
+               double beta, cnp.ndarray out, int inc_out, Team* team) except -1:
     """``out <- alpha * op(a) @ x + beta * out``, ``op(a)`` is ``a`` or ``a.T``.
 
     ``out`` is stepped through with ``inc_out`` and overlaps neither ``a`` nor ``x``; ``a``
     and ``x`` are copied if BLAS cannot read them in place. Sizes are non-zero and fit in
     int (the caller checks). Mid-size products run the native loops on ``team``'s threads
-    (see ``_gemv_native`` and ``_team_size``), other products BLAS.
+    (see ``_gemv_native`` and :mod:`opgraph_c._threads`), other products BLAS.
     """
     global _native_calls
     cdef int threads
@@ -736,13 +626,15 @@ cdef int _gemv(int typenum, double alpha, cnp.ndarray a, bint transpose, cnp.nda
     cdef char* A = cnp.PyArray_BYTES(a)
     cdef char* X = cnp.PyArray_BYTES(x)
     cdef char* Y = cnp.PyArray_BYTES(out)
-    threads = _team_size(team) if _gemv_native(typenum, trans, M, N, incx, inc_out) else 0
+    threads = 0
+    if team.nthreads > 1 and _gemv_native(typenum, trans, M, N, incx, inc_out):
+        threads = team_size(team, <Py_ssize_t>M * N)
     if threads > 0:
         _native_calls += 1
-        start = _monotonic()
+        start = monotonic()
         with nogil:
             _xgemv_native(typenum, trans, M, N, alpha, A, lda, X, beta, Y, threads)
-        _team_timed(team, threads, _monotonic() - start, <Py_ssize_t>M * N)
+        team_timed(team, threads, monotonic() - start, <Py_ssize_t>M * N)
     elif <Py_ssize_t>M * N >= NOGIL_WORK:
         with nogil:
             _xgemv(typenum, trans, M, N, alpha, A, lda, X, incx, beta, Y, inc_out)
@@ -804,22 +696,23 @@ cdef class BlasThunk(CThunk):
         The node's storage cells.
     dtype
         The operands' dtype: ``float32`` or ``float64``.
-    nthreads, busy_load, adaptive
+    nthreads, busy_load, adaptive, threshold
         Matrix-vector products (``Gemv``, ``Dot``) of mid-size matrices run the native loops
         on up to ``nthreads`` threads (1: BLAS only), on one thread while the 1-minute load
-        average is ``busy_load`` or more (the machine's CPU count) or, if ``adaptive``,
-        while threads do not pay (see ``_team_size``; not ``adaptive``: tests and
-        benchmarks pick the threads).
+        average is ``busy_load`` or more (the machine's CPU count), below ``threshold``
+        matrix elements or, if ``adaptive``, while threads do not pay (see
+        :mod:`opgraph_c._threads`; not ``adaptive``: tests and benchmarks pick the
+        threads).
     """
 
     cdef public object node
     cdef object perform
     cdef list in_cells, out_cells
     cdef int typenum
-    cdef GemvTeam team
+    cdef Team team
 
     def __init__(self, node, list in_cells, list out_cells, dtype, int nthreads=1,
-                 double busy_load=INFINITY, bint adaptive=True):
+                 double busy_load=INFINITY, bint adaptive=True, Py_ssize_t threshold=0):
         dtype = np.dtype(dtype)
         if dtype.num not in (cnp.NPY_FLOAT, cnp.NPY_DOUBLE):
             raise TypeError(f"{type(self).__name__} runs float32 or float64 BLAS, not {dtype}")
@@ -829,12 +722,7 @@ cdef class BlasThunk(CThunk):
         self.inputs, self.outputs = in_cells, out_cells
         self.lazy = False
         self.typenum = dtype.num
-        self.team.nthreads = nthreads
-        self.team.busy_load = busy_load
-        self.team.adaptive = adaptive
-        self.team.one_calls = 0
-        self.team.one = INFINITY
-        self.team.slow = 0
+        team_init(&self.team, nthreads, busy_load, threshold, adaptive)
 
     cdef inline object _value(self, int i):
         return (<list>self.in_cells[i])[0]
@@ -929,9 +817,10 @@ cdef class GemvThunk(BlasThunk):
     cdef bint inplace
 
     def __init__(self, node, list in_cells, list out_cells, dtype, bint inplace,
-                 int nthreads=1, double busy_load=INFINITY, bint adaptive=True):
+                 int nthreads=1, double busy_load=INFINITY, bint adaptive=True,
+                 Py_ssize_t threshold=0):
         BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, busy_load,
-                           adaptive)
+                           adaptive, threshold)
         self.inplace = inplace
 
     cdef int run(self) except -1:
@@ -1015,9 +904,9 @@ cdef class DotThunk(BlasThunk):
     cdef int xnd, ynd
 
     def __init__(self, node, list in_cells, list out_cells, dtype, int nthreads=1,
-                 double busy_load=INFINITY, bint adaptive=True):
+                 double busy_load=INFINITY, bint adaptive=True, Py_ssize_t threshold=0):
         BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, busy_load,
-                           adaptive)
+                           adaptive, threshold)
         self.xnd = node.inputs[0].type.ndim
         self.ynd = node.inputs[1].type.ndim
         if self.xnd not in (1, 2) or self.ynd not in (1, 2):

@@ -20,27 +20,16 @@ innermost one.
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.ref cimport PyObject
+from libc.math cimport INFINITY
 
 from opgraph_c._pool cimport POOL_MIN_BYTES, pooled_empty
+from opgraph_c._threads cimport Team, team_init, team_size
 from opgraph_c._vm cimport CThunk
+from opgraph_c.abi cimport OPG_ELEMWISE_ABI, opg_elemwise_kernel
 
 import numpy as np
 
 cnp.import_array()
-
-
-cdef extern from "opgraph_c_prelude.h":
-    ctypedef void (*opg_contig_fn)(ptrdiff_t, ptrdiff_t, char**) noexcept nogil
-    ctypedef void (*opg_strided_fn)(ptrdiff_t, char**, const ptrdiff_t*) noexcept nogil
-    ctypedef void (*opg_parallel_fn)(ptrdiff_t, char**, int) noexcept nogil
-    ctypedef struct opg_elemwise_kernel:
-        int abi
-        int nin
-        int nout
-        opg_contig_fn contig
-        opg_strided_fn strided
-        opg_parallel_fn parallel
-    int OPG_ELEMWISE_ABI
 
 
 cdef extern from *:
@@ -53,10 +42,6 @@ cdef enum:
     MAX_DIMS = 32
     # Release the GIL only for loops at least this long (releasing costs ~100 ns).
     NOGIL_SIZE = 4096
-
-#: Limits of the driver; nodes beyond them run their Op's perform.
-LIMITS = {"operands": MAX_OPERANDS, "ndim": MAX_DIMS}
-ABI = OPG_ELEMWISE_ABI
 
 
 cdef void _walk(opg_elemwise_kernel* k, int nops, int m, const Py_ssize_t* cshape,
@@ -136,8 +121,10 @@ cdef class ElemwiseThunk(CThunk):
         Per input, whether the kernel reads it once per loop (every dimension broadcastable).
     inplace
         ``{output: input}`` whose buffer the output overwrites.
-    threshold, nthreads
-        Use the parallel loop from ``threshold`` elements on, with ``nthreads`` threads.
+    threshold, nthreads, busy_load, adaptive
+        The thread team (:mod:`opgraph_c._threads`): the parallel loop on up to
+        ``nthreads`` threads from ``threshold`` elements on, while the 1-minute load
+        average is below ``busy_load`` (inf: whatever the load).
     """
 
     cdef object module
@@ -153,12 +140,11 @@ cdef class ElemwiseThunk(CThunk):
     cdef unsigned char reuse[MAX_OPERANDS]
     cdef unsigned char hoisted[MAX_OPERANDS]
     cdef unsigned char bcast[MAX_OPERANDS][MAX_DIMS]
-    cdef Py_ssize_t threshold
-    cdef int nthreads
+    cdef Team team
 
     def __init__(self, module, capsule, node, list in_cells, list out_cells, in_dtypes,
                  out_dtypes, bcast, hoisted, dict inplace, Py_ssize_t threshold,
-                 int nthreads):
+                 int nthreads, double busy_load=INFINITY, bint adaptive=False):
         if not PyCapsule_IsValid(capsule, b"opgraph_c.elemwise"):
             raise TypeError(f"{module!r} has no valid ELEMWISE_KERNEL capsule")
         self.k = <opg_elemwise_kernel*>PyCapsule_GetPointer(capsule, b"opgraph_c.elemwise")
@@ -191,8 +177,8 @@ cdef class ElemwiseThunk(CThunk):
             self.itemsize[nin + j] = self.out_dtypes[j].itemsize
             self.inplace[j] = inplace.get(j, -1)
             self.reuse[j] = 0
-        self.threshold = threshold
-        self.nthreads = nthreads
+        team_init(&self.team, nthreads if self.k.parallel != NULL else 1, busy_load,
+                  threshold, adaptive)
 
     def set_output_reuse(self, flags):
         """Per output, what the array kept in its cell from the last call may be used for.
@@ -321,7 +307,7 @@ cdef class ElemwiseThunk(CThunk):
         return 0
 
     cdef int _compute(self, list arrays, Py_ssize_t* shape, Py_ssize_t size) except -1:
-        cdef int nops = self.nin + self.nout, nd = self.ndim, m = 0, i, d
+        cdef int nops = self.nin + self.nout, nd = self.ndim, m = 0, i, d, nthreads
         cdef char* ptrs[MAX_OPERANDS]
         cdef ptrdiff_t strides[MAX_OPERANDS][MAX_DIMS]
         cdef Py_ssize_t cshape[MAX_DIMS]
@@ -336,9 +322,10 @@ cdef class ElemwiseThunk(CThunk):
             if not cnp.PyArray_IS_C_CONTIGUOUS(a) or cnp.PyArray_SIZE(a) != size:
                 flat = False
         if flat:
-            if k.parallel != NULL and size >= self.threshold and self.nthreads > 1:
+            nthreads = team_size(&self.team, size)
+            if nthreads > 1:
                 with nogil:
-                    k.parallel(size, ptrs, self.nthreads)
+                    k.parallel(size, ptrs, nthreads)
             elif size >= NOGIL_SIZE:
                 with nogil:
                     k.contig(0, size, ptrs)

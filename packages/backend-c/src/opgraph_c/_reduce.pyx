@@ -16,63 +16,26 @@ merge). Empty inputs, and values that are not an aligned native array of the nod
 and ndim, take the Op's ``perform`` (same results and same errors).
 
 Threads are used from ``c__openmp_threshold`` elements on, unless the machine is already
-busy (OpenMP's ``OMP_DYNAMIC`` idea): a thread waiting for a CPU holds the others at the
-join, and a threaded reduction would then be slower than one thread. The result does not
-depend on the number of threads.
+busy (:mod:`opgraph_c._threads` decides). The result does not depend on the number of
+threads.
 """
 
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
-from libc.time cimport time, time_t
 
+from opgraph_c._threads cimport Team, team_init, team_size
 from opgraph_c._vm cimport CThunk
+from opgraph_c.abi cimport OPG_REDUCE_ABI, opg_reduce_fn, opg_reduce_kernel
 
 import numpy as np
 
 cnp.import_array()
 
 
-cdef extern from "stdlib.h" nogil:
-    int getloadavg(double* loadavg, int nelem)
-
-cdef extern from "opgraph_c_prelude.h":
-    ctypedef void (*opg_reduce_fn)(const char*, char*, ptrdiff_t, ptrdiff_t, ptrdiff_t,
-                                   ptrdiff_t, int) noexcept nogil
-    ctypedef struct opg_reduce_kernel:
-        int abi
-        int openmp
-        opg_reduce_fn reduce
-    int OPG_REDUCE_ABI
-
-
 cdef enum:
     MAX_DIMS = 32
     # Release the GIL only for inputs at least this large (releasing costs ~100 ns).
     NOGIL_SIZE = 4096
-
-#: Limits of the driver; nodes beyond them run their Op's perform.
-LIMITS = {"ndim": MAX_DIMS}
-ABI = OPG_REDUCE_ABI
-
-
-cdef time_t _load_time = 0
-cdef double _load = 0.0
-
-
-cdef double _load_average() noexcept:
-    """The 1-minute load average, read at most once a second (0 when unknown)."""
-    global _load_time, _load
-    cdef time_t now = time(NULL)
-    cdef double avg[1]
-    if now != _load_time:
-        _load_time = now
-        _load = avg[0] if getloadavg(avg, 1) == 1 else 0.0
-    return _load
-
-
-def load_average() -> float:
-    """The load average the driver last read (what decides whether threads are used)."""
-    return _load_average()
 
 
 cdef int _collapse(Py_ssize_t* shape, Py_ssize_t* strides, int n) noexcept nogil:
@@ -104,12 +67,10 @@ cdef class ReduceThunk(CThunk):
         The node's storage cells (one input, one output).
     axes
         The reduced axes of the input.
-    threshold, nthreads
-        Use up to ``nthreads`` OpenMP threads from ``threshold`` input elements on (when the
-        module was built with OpenMP).
-    busy_load
-        Use threads only while the 1-minute load average is below it (the machine's CPU
-        count; inf: always).
+    threshold, nthreads, busy_load, adaptive
+        The thread team (:mod:`opgraph_c._threads`): up to ``nthreads`` OpenMP threads
+        from ``threshold`` input elements on (when the module was built with OpenMP),
+        while the 1-minute load average is below ``busy_load`` (inf: always).
     """
 
     cdef object module
@@ -121,12 +82,10 @@ cdef class ReduceThunk(CThunk):
     cdef int ndim, typenum, out_typenum
     cdef Py_ssize_t itemsize, out_itemsize
     cdef unsigned char reduced[MAX_DIMS]
-    cdef Py_ssize_t threshold
-    cdef int nthreads
-    cdef double busy_load
+    cdef Team team
 
     def __init__(self, module, capsule, node, list in_cells, list out_cells, axes,
-                 Py_ssize_t threshold, int nthreads, double busy_load):
+                 Py_ssize_t threshold, int nthreads, double busy_load, bint adaptive=False):
         if not PyCapsule_IsValid(capsule, b"opgraph_c.reduce"):
             raise TypeError(f"{module!r} has no valid REDUCE_KERNEL capsule")
         self.k = <opg_reduce_kernel*>PyCapsule_GetPointer(capsule, b"opgraph_c.reduce")
@@ -154,15 +113,7 @@ cdef class ReduceThunk(CThunk):
         self.out_typenum, self.out_itemsize = out_dtype.num, out_dtype.itemsize
         for d in range(ndim):
             self.reduced[d] = d in axes
-        self.threshold = threshold
-        self.nthreads = nthreads if self.k.openmp else 1
-        self.busy_load = busy_load
-
-    cdef inline int _threads(self, Py_ssize_t size) noexcept:
-        """How many threads reduce ``size`` elements now."""
-        if self.nthreads <= 1 or size < self.threshold or _load_average() >= self.busy_load:
-            return 1
-        return self.nthreads
+        team_init(&self.team, nthreads if self.k.openmp else 1, busy_load, threshold, adaptive)
 
     cdef int run(self) except -1:
         cdef object value = (<list>self.in_cells[0])[0]
@@ -221,7 +172,7 @@ cdef class ReduceThunk(CThunk):
         nr = _collapse(rshape, rstride, nr)
         out = cnp.PyArray_EMPTY(no, oshape, self.out_typenum, 0)
         out_ptr = cnp.PyArray_BYTES(out)
-        nt = self._threads(size)
+        nt = team_size(&self.team, size)
         if nr > 1:
             return self._reduce_copy(x, out)
         R = rshape[0] if nr else 1
@@ -237,7 +188,7 @@ cdef class ReduceThunk(CThunk):
             return out
         # Several kept dimensions that do not merge: one call per outer kept index.
         K, sk = kshape[nk - 1], kstride[nk - 1]
-        nt = self._threads(K * R)
+        nt = team_size(&self.team, K * R)
         outer = size // (K * R)
         for d in range(nk - 1):
             idx[d] = 0
@@ -261,7 +212,7 @@ cdef class ReduceThunk(CThunk):
         """Reduced dimensions that do not merge: reduce a C-ordered (kept, reduced) copy."""
         cdef Py_ssize_t size = cnp.PyArray_SIZE(x)
         cdef Py_ssize_t K = cnp.PyArray_SIZE(out), R = size // K
-        cdef int nt = self._threads(size)
+        cdef int nt = team_size(&self.team, size)
         kept = [a for a in range(self.ndim) if not self.reduced[a]]
         axes = [a for a in range(self.ndim) if self.reduced[a]]
         cdef cnp.ndarray xc = np.ascontiguousarray(x.transpose(kept + axes))

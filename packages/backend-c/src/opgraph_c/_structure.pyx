@@ -60,9 +60,6 @@ cdef enum:
     PART_CONST = 1
     PART_INPUT = 2
 
-#: Most dimensions a thunk handles (NumPy's own limit); the kernels check it.
-LIMITS = {"ndim": MAXDIMS}
-
 
 # ----------------------------------------------------------------------------------------
 # helpers

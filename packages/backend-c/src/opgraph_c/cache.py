@@ -8,9 +8,11 @@ Layout under ``<config.compiledir>/c``::
     tmp/                  builds in progress, renamed into kernels/ when complete
     failed/<key>/         sources of builds that failed, for the error message to point at
 
-The key is a SHA-256 of the module's source, the toolchain fingerprint (compiler, flags,
-CPU with ``-march=native``, Python/NumPy/Cython/opgraph_c versions, the prelude header) and
-the kernel entry's owner and ``version``. A build happens in ``tmp/`` under the key's lock
+The key is a SHA-256 of the module's source without its comments (:func:`without_comments`:
+modules differing only in the Op and node their comments name share one entry), the
+toolchain fingerprint (compiler, flags, CPU with ``-march=native``, Python/NumPy/Cython/
+opgraph_c versions, the headers and ``.pxd`` files generated code includes) and the kernel
+entry's owner and ``version``. A build happens in ``tmp/`` under the key's lock
 and is renamed into place in one step, so a visible entry is always complete; processes
 that find no entry take the lock, look again, and only the first one builds. An entry whose
 manifest is missing or unreadable, names another key, or whose module's size or SHA-256
@@ -30,6 +32,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 import threading
@@ -42,9 +45,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from opgraph_c.codegen.elemwise import ID, assemble
 from opgraph_c.compiler import CompileError, Toolchain, cythonize, get_toolchain, link
-from opgraph_c.spec import CModule
+from opgraph_c.spec import ID, CModule
 
 __all__ = ["BuildRequest", "KernelCache", "get_cache"]
 
@@ -126,7 +128,7 @@ class KernelCache:
         """The :class:`BuildRequest` (with its cache key) for ``spec`` from entry ``kernel``."""
         toolchain = toolchain or get_toolchain()
         payload = {
-            "source": spec.source,
+            "source": without_comments(spec.source),
             "openmp": spec.openmp,
             "toolchain": toolchain.fingerprint,
             "entry": [getattr(kernel, "owner", None), str(getattr(kernel, "version", ""))],
@@ -139,7 +141,10 @@ class KernelCache:
     def load(self, spec: CModule, kernel: Any = None) -> Any:
         """The loaded module for ``spec`` (for a bundle part, a view of its capsule in the
         module holding it), compiled first if no process built it yet."""
-        req = self.request(spec, kernel)
+        return self.load_request(self.request(spec, kernel))
+
+    def load_request(self, req: BuildRequest) -> Any:
+        """:meth:`load` for a request made already (its key computed)."""
         module = self._loaded.get(req.key)
         if module is None:
             self.ensure([req])
@@ -298,11 +303,22 @@ class KernelCache:
     ) -> list[tuple[BuildRequest, list[tuple[BuildRequest, str]]]]:
         """Group ``todo`` into modules to build: bundle parts share one module per worker
         (each costs one Cython and one compiler run); the rest get one each."""
-        alone = [r for r in todo if r.spec.part is None]
-        parts = [r for r in todo if r.spec.part is not None]
-        units = [(r, [(r, "")]) for r in alone]
+        units = [(r, [(r, "")]) for r in todo if r.spec.part is None]
+        families: dict[Any, list[BuildRequest]] = {}
+        for r in todo:
+            if r.spec.part is not None:
+                families.setdefault(r.spec.part.assemble, []).append(r)
+        for assemble, parts in families.items():
+            units += self._bundles(assemble, parts, toolchain)
+        return units
+
+    def _bundles(
+        self, assemble: Any, parts: list[BuildRequest], toolchain: Toolchain
+    ) -> list[tuple[BuildRequest, list[tuple[BuildRequest, str]]]]:
+        """``parts`` (of one code generator) in about one module per CPU."""
         if len(parts) <= 1:
-            return units + [(r, [(r, "")]) for r in parts]
+            return [(r, [(r, "")]) for r in parts]
+        units = []
         n_bundles = min(len(parts), max(os.cpu_count() or 1, -(-len(parts) // MAX_BUNDLE)))
         for b in range(n_bundles):
             group = parts[b::n_bundles]
@@ -310,9 +326,9 @@ class KernelCache:
                 units.append((group[0], [(group[0], "")]))
                 continue
             suffixes = [f"_{k}" for k in range(len(group))]
-            source = assemble([r.spec.part for r in group], suffixes)  # type: ignore[misc]
+            source = assemble([r.spec.part for r in group], suffixes)
             spec = CModule(
-                name=f"a module of {len(group)} elementwise kernels",
+                name=f"a module of {len(group)} kernels",
                 source=source,
                 openmp=any(r.spec.openmp for r in group),
             )
@@ -424,6 +440,25 @@ class KernelCache:
             if not self.entry_dir(lock.stem).exists() and now - _mtime(lock) > 3600:
                 lock.unlink(missing_ok=True)
         return removed
+
+
+#: A full-line Cython comment (``#`` then a space or the line's end), not a directive.
+_CYTHON_COMMENT = re.compile(r"^[ \t]*#(?![ \t]*(?:cython|distutils)[ \t]*:)(?:[ \t].*)?$", re.M)
+#: A C comment (in the verbatim C blocks).
+_C_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+
+
+def without_comments(source: str) -> str:
+    """``source`` as the cache key sees it: without comments and blank lines.
+
+    Generated modules name their Op and node in comments; two modules that differ only
+    there compile to the same code, so they share one cache entry. Dropped: full-line
+    Cython comments (``# ...``, but not the ``# cython:``/``# distutils:`` directives, and
+    not C preprocessor lines such as ``#define``, which have no space after the ``#``) and
+    C ``/* ... */`` comments.
+    """
+    text = _C_COMMENT.sub("", _CYTHON_COMMENT.sub("", source))
+    return "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
 
 
 def _import(name: str, so: Path) -> ModuleType:

@@ -29,8 +29,10 @@ from typing import Any
 
 __all__ = ["CompileError", "Toolchain", "cythonize", "get_toolchain", "link"]
 
-INCLUDE_DIR = Path(__file__).parent / "include"
-PRELUDE = INCLUDE_DIR / "opgraph_c_prelude.h"
+PACKAGE_DIR = Path(__file__).parent
+INCLUDE_DIR = PACKAGE_DIR / "include"
+#: Where Cython finds ``opgraph_c/abi.pxd`` (the folder holding the package).
+PXD_ROOT = PACKAGE_DIR.parent
 BASE_FLAGS = (
     "-O3",
     "-fPIC",
@@ -39,8 +41,10 @@ BASE_FLAGS = (
     "-fno-trapping-math",
     "-fwrapv",
     "-fno-strict-aliasing",
-    "-w",
+    "-Wall",
 )
+#: With ``c__werror``: a warning fails the build (the tests keep generated code clean).
+WERROR_FLAGS = ("-Werror",)
 OPENMP_FLAGS = ("-fopenmp",)
 _cython_lock = threading.Lock()
 
@@ -85,8 +89,16 @@ def _cpu_signature() -> str:
     return platform.processor() or platform.machine()
 
 
+def _headers_digest() -> str:
+    """A hash of what generated code includes or cimports from the package."""
+    digest = hashlib.sha256()
+    for path in [*sorted(INCLUDE_DIR.glob("*.h")), PACKAGE_DIR / "abi.pxd"]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 @cache
-def _toolchain(cc: str, march_native: bool, extra: str) -> Toolchain:
+def _toolchain(cc: str, march_native: bool, extra: str, werror: bool = False) -> Toolchain:
     path = shutil.which(cc)
     if path is None:
         raise CompileError(
@@ -96,7 +108,12 @@ def _toolchain(cc: str, march_native: bool, extra: str) -> Toolchain:
         )
     real = os.path.realpath(path)
     stat = os.stat(real)
-    flags = (*BASE_FLAGS, *(("-march=native",) if march_native else ()), *extra.split())
+    flags = (
+        *BASE_FLAGS,
+        *(WERROR_FLAGS if werror else ()),
+        *(("-march=native",) if march_native else ()),
+        *extra.split(),
+    )
     from Cython import __version__ as cython_version
 
     import opgraph_c
@@ -111,7 +128,7 @@ def _toolchain(cc: str, march_native: bool, extra: str) -> Toolchain:
         "cython": cython_version,
         "numpy": _numpy_version(),
         "opgraph_c": opgraph_c.__version__,
-        "prelude": hashlib.sha256(PRELUDE.read_bytes()).hexdigest(),
+        "headers": _headers_digest(),
     }
     return Toolchain(real, flags, fingerprint)
 
@@ -123,10 +140,16 @@ def _numpy_version() -> str:
 
 
 def get_toolchain() -> Toolchain:
-    """The toolchain the current config asks for (``c__cc``, ``c__march_native``, ``c__cflags``)."""
+    """The toolchain the current config asks for (``c__cc``, ``c__march_native``,
+    ``c__cflags``, ``c__werror``)."""
     from opgraph.configdefaults import config
 
-    return _toolchain(str(config.c__cc), bool(config.c__march_native), str(config.c__cflags))
+    return _toolchain(
+        str(config.c__cc),
+        bool(config.c__march_native),
+        str(config.c__cflags),
+        bool(config.c__werror),
+    )
 
 
 def cythonize(pyx: Path, name: str) -> Path:
@@ -137,7 +160,7 @@ def cythonize(pyx: Path, name: str) -> Path:
 
     c_file = pyx.with_suffix(".c")
     options = CompilationOptions(
-        language_level=3, output_file=str(c_file), include_path=[str(INCLUDE_DIR)]
+        language_level=3, output_file=str(c_file), include_path=[str(PXD_ROOT), str(INCLUDE_DIR)]
     )
     messages = io.StringIO()
     with (
@@ -174,7 +197,8 @@ def _report(name: str, pyx: Path, tool: str, output: str) -> str:
     if tool == "Cython":  # the source excerpt, the caret, then "file:line:col: message"
         shown = lines[-6:]
     else:
-        shown = ([ln for ln in lines if "error" in ln.lower()] or lines)[:8]
+        errors = [ln for ln in lines if "error" in ln.lower() and not ln.startswith("$ ")]
+        shown = (errors or lines)[:8]
     body = "\n".join(f"    {ln}" for ln in shown) or "    (no output)"
     return (
         f"opgraph_c: could not compile the C kernel for {name}.\n"

@@ -11,16 +11,17 @@ which times and reports each node.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Thunk
 from opgraph.link.basic import VMLinker
-from opgraph.link.vm import VM, gc_plan
+from opgraph.link.vm import VM, Caller, CallPlan, gc_plan
 from opgraph.tensor.type import TensorType
-from opgraph_c.registry import compiler_available, get_registry, module_spec
-from opgraph_c.spec import CModule
+from opgraph_c import _vm
+from opgraph_c.pipeline import pipeline
+from opgraph_c.registry import get_registry
 
 __all__ = ["CVM", "CLinker"]
 
@@ -86,77 +87,37 @@ class CVM(VM):
             held += [self.storage_map[v] for v, f in zip(node.outputs, flags) if f == REUSE_HELD]
         return held
 
-    def make_caller(
-        self,
-        inputs: Sequence[tuple[list[Any], Any, bool, bool | None]],
-        outputs: Sequence[list[Any]],
-        clear_in: Sequence[list[Any]],
-        clear_out: Sequence[list[Any]],
-        unpack_single: bool,
-        return_none: bool,
-        output_keys: Sequence[str] | None,
-        fallback: Callable[[tuple[Any, ...], dict[str, Any]], Any],
-        input_error: Callable[[int, Any, BaseException], BaseException],
-        label: str,
-    ) -> Any:
-        """``Function.__call__`` in C (the hook core's ``Function`` looks for on its VM).
-
-        Parameters
-        ----------
-        inputs
-            Per explicit argument: ``(cell, type, strict, allow_downcast)``.
-        outputs
-            The cells of the returned outputs.
-        clear_in, clear_out
-            Cells emptied after every call.
-        unpack_single, return_none, output_keys
-            How the outputs are returned.
-        fallback
-            ``fallback(args, kwargs)``: the Python call path (keywords, defaults, errors).
-        input_error
-            ``input_error(index, value, exc)``: the error for a rejected argument.
-        label
-            The function's name in messages.
-
-        Returns
-        -------
-        opgraph_c._vm.Caller
-            Called as ``caller(args, kwargs)``.
-        """
-        from opgraph_c._vm import Caller
-
+    def make_caller(self, plan: CallPlan) -> Caller:
+        """``Function.__call__`` in C: an :class:`opgraph_c._vm.Caller` running ``plan``
+        (core's :meth:`VM.make_caller <opgraph.link.vm.VM.make_caller>`)."""
         specs = [
             (cell, t.filter, strict, downcast, _fast_spec(t))
-            for cell, t, strict, downcast in inputs
+            for cell, t, strict, downcast in plan.inputs
         ]
-        return Caller(
+        return _vm.Caller(
             specs,
             self.runner,
             self.apply_updates if self.updates else None,
-            list(outputs),
-            list(clear_in),
-            list(clear_out),
-            unpack_single,
-            return_none,
-            None if output_keys is None else list(output_keys),
-            fallback,
-            input_error,
-            label,
+            list(plan.outputs),
+            list(plan.clear_in),
+            list(plan.clear_out),
+            plan.unpack_single,
+            plan.return_none,
+            None if plan.output_keys is None else list(plan.output_keys),
+            plan.fallback,
+            plan.input_error,
+            plan.label,
         )
 
     def _loop(self, held: list[list[Any]], inputs: list[list[Any]]) -> Any:
-        from opgraph_c._vm import CLoop
-
         keep = list(self.fgraph.outputs)
         plan = gc_plan(self.nodes, keep) if self.allow_gc else [[] for _ in self.nodes]
         post_clear = [[self.storage_map[v] for v in vs] for vs in plan]
-        return CLoop(
+        return _vm.CLoop(
             list(self.thunks), post_clear, list(self.pre_call_clear), self.fail, held, inputs
         )
 
     def _stack(self, held: list[list[Any]], inputs: list[list[Any]]) -> Any:
-        from opgraph_c._vm import CStack
-
         cmap, index = self.compute_map, self.node_index
         nodes = self.nodes
         in_done = [[cmap[v] for v in node.inputs] for node in nodes]
@@ -185,7 +146,7 @@ class CVM(VM):
                 for v, cell in self.storage_map.items()
                 if v.owner is not None and v not in kept
             ]
-        return CStack(
+        return _vm.CStack(
             list(self.thunks),
             in_done,
             out_done,
@@ -226,30 +187,21 @@ class CLinker(VMLinker):
         output_storage: Sequence[list[Any]] | None = None,
         storage_map: dict[Variable, list[Any]] | None = None,
     ) -> Any:
-        if self.fgraph is not None:
-            self.precompile(self.fgraph.toposort())
-        return super().make_all(input_storage, output_storage, storage_map)
+        if self.fgraph is None:
+            return super().make_all(input_storage, output_storage, storage_map)
+        order = self.fgraph.toposort()
+        try:
+            self.precompile(order)
+            return super().make_all(input_storage, output_storage, storage_map)
+        finally:
+            pipeline.forget(order)  # resolutions no thunk took (a failed link)
 
     def precompile(self, order: Sequence[Apply]) -> int:
-        """Compile (or load) the kernels of ``order`` in one batch; returns how many nodes
-        have one."""
-        from opgraph_c.cache import get_cache
-
+        """Resolve the nodes of ``order`` (each once: their thunks reuse it) and compile
+        or load their missing kernels in one batch; returns how many nodes have a
+        generated module."""
         assert self.kernels is not None
-        if not compiler_available():
-            return 0
-        cache = get_cache()
-        requests = []
-        for node in order:
-            kernel = self.kernels.lookup(node.op)
-            if kernel is None:
-                continue
-            spec = module_spec(kernel, node)
-            if isinstance(spec, CModule):
-                requests.append(cache.request(spec, kernel))
-        if requests:
-            cache.ensure(requests)
-        return len(requests)
+        return pipeline.precompile(self.kernels, order)
 
     def make_vm(
         self,

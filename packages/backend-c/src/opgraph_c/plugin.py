@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opgraph.plugins import Command, hookimpl
+from opgraph_c.flags import declare_flags
 
 #: ``linker=auto`` (FAST_RUN) picks the highest priority; core's ``vm`` has 0.
 C_LINKER_PRIORITY = 10
@@ -23,48 +24,10 @@ def opgraph_addhooks(pluginmanager: Any) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
 
-def declare_flags(config: Any) -> None:
-    """Declare backend-c's config flags on ``config`` (once)."""
-    from opgraph.configparser import BoolParam, IntParam, StrParam
-
-    flags = [
-        (
-            "c__cc",
-            "The C compiler that builds generated kernels (called directly, not through "
-            "setuptools).",
-            StrParam("gcc"),
-        ),
-        (
-            "c__march_native",
-            "Build kernels for this machine's CPU (-march=native: AVX2/AVX-512 loops). The "
-            "CPU is part of the cache key, so a shared cache stays correct.",
-            BoolParam(True),
-        ),
-        ("c__cflags", "Extra flags for the C compiler, space-separated.", StrParam("")),
-        (
-            "c__openmp_threshold",
-            "Elementwise loops with at least this many elements use OpenMP threads (when "
-            "config.openmp is true).",
-            IntParam(200_000, validator=lambda n: n >= 0),
-        ),
-        (
-            "c__buffer_pool_mb",
-            "MiB of freed big (>= 4 MiB) elementwise output buffers kept for reuse, so the "
-            "next call's output needs no fresh, page-faulting memory; 0 turns the pool off. "
-            "Read at each such allocation. See opgraph_c.buffer_pool_info() and "
-            "opgraph_c.release_buffer_pool().",
-            IntParam(256, validator=lambda n: n >= 0),
-        ),
-    ]
-    for name, doc, param in flags:
-        if name not in config:
-            config.add(name, doc, param)
-
-
 @hookimpl
 def opgraph_add_config(config: Any) -> None:
-    """backend-c's flags: ``c__cc``, ``c__march_native``, ``c__cflags``,
-    ``c__openmp_threshold``, ``c__buffer_pool_mb`` (``openmp`` itself is core's)."""
+    """backend-c's flags: ``openmp``, ``c__cc``, ``c__march_native``, ``c__cflags``,
+    ``c__werror``, ``c__openmp_threshold``, ``c__buffer_pool_mb``."""
     declare_flags(config)
 
 

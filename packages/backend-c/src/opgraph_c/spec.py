@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-__all__ = ["PERFORM", "BundlePart", "CModule", "Precompiled", "PrecompiledFactory", "ThunkFactory"]
+__all__ = [
+    "ID",
+    "PERFORM",
+    "Assembler",
+    "BundlePart",
+    "CModule",
+    "Precompiled",
+    "PrecompiledFactory",
+    "ThunkFactory",
+]
 
 
 class _Perform:
@@ -80,6 +89,14 @@ class CModule:
     part: BundlePart | None = None
 
 
+#: Placeholder for a kernel's suffix in a :class:`BundlePart` (empty alone, ``_<k>`` in a
+#: bundle).
+ID = "@ID@"
+
+#: ``assemble(parts, suffixes) -> source``: the ``.pyx`` of one module holding ``parts``.
+Assembler = Callable[[Sequence["BundlePart"], Sequence[str]], str]
+
+
 @dataclass(frozen=True)
 class BundlePart:
     """A kernel that can share a module with others (backend-c's own elementwise kernels).
@@ -104,6 +121,10 @@ class BundlePart:
         The loops use ``prange``.
     capsule
         The capsule's name, with the placeholder.
+    assemble
+        Builds the source of a module holding several such parts (the cache calls it for
+        parts with the same ``assemble``; it is the code generator's, so the cache needs
+        none).
     """
 
     c_code: str
@@ -113,3 +134,4 @@ class BundlePart:
     dtypes: frozenset[str]
     openmp: bool
     capsule: str
+    assemble: Assembler

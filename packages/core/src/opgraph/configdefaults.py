@@ -84,11 +84,6 @@ def add_core_flags(config: Config) -> None:
         "'more' avoids faster ops whose results may vary between runs (atomic adds on GPU).",
         EnumStr("default", ["more"]),
     )
-    add(
-        "openmp",
-        "Let generated C code use OpenMP threads on large arrays (default: on with >1 CPU).",
-        BoolParam(lambda: (os.cpu_count() or 1) > 1),
-    )
 
     # -- compilation: mode, linker, rewrites
     add(

@@ -29,9 +29,16 @@ from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.scalar.basic import Composite, ScalarOp, Switch
 from opgraph.scalar.type import upcast
 from opgraph_c.kernels.scalar import CTYPES, FLOAT_DTYPES, lookup
-from opgraph_c.spec import BundlePart
+from opgraph_c.spec import ID, BundlePart
 
-__all__ = ["ElementFunction", "assemble", "compute_dtype", "element_function", "elemwise_part"]
+__all__ = [
+    "ElementFunction",
+    "assemble",
+    "compute_dtype",
+    "element_function",
+    "elemwise_part",
+    "node_signature",
+]
 
 
 def compute_dtype(out_dtype: str, in_dtypes: Sequence[str]) -> str:
@@ -163,10 +170,6 @@ def element_function(
     return "\n".join([f"static inline void opg_elem({', '.join(params)}) {{", *body, "}"])
 
 
-#: Placeholder for a kernel's suffix in its part (empty alone, ``_<k>`` in a bundle).
-ID = "@ID@"
-
-
 def node_signature(node: Apply) -> str:
     """``node`` as its Op applied to its input types, for the comment atop a kernel.
 
@@ -216,6 +219,7 @@ def elemwise_part(op: Any, node: Apply, hoisted: Sequence[bool], openmp: bool) -
         dtypes=frozenset((*in_dtypes, *out_dtypes)),
         openmp=openmp,
         capsule=f"ELEMWISE_KERNEL{ID}",
+        assemble=assemble,
     )
 
 
@@ -229,20 +233,6 @@ _HEADER = """\
 # ELEMWISE_KERNEL capsules.
 """
 
-_KERNEL_STRUCT = """\
-    ctypedef void (*opg_contig_fn)(ptrdiff_t, ptrdiff_t, char**) noexcept nogil
-    ctypedef void (*opg_strided_fn)(ptrdiff_t, char**, const ptrdiff_t*) noexcept nogil
-    ctypedef void (*opg_parallel_fn)(ptrdiff_t, char**, int) noexcept nogil
-    ctypedef struct opg_elemwise_kernel:
-        int abi
-        int nin
-        int nout
-        opg_contig_fn contig
-        opg_strided_fn strided
-        opg_parallel_fn parallel
-    int OPG_ELEMWISE_ABI
-"""
-
 
 def assemble(parts: Sequence[BundlePart], suffixes: Sequence[str]) -> str:
     """The ``.pyx`` of a module holding ``parts``, each with its names suffixed."""
@@ -252,13 +242,9 @@ def assemble(parts: Sequence[BundlePart], suffixes: Sequence[str]) -> str:
     out = [_HEADER.format(what=what)]
     if any(p.openmp for p in parts):
         out.append("from cython.parallel cimport prange\n")
+    names = ", ".join(["OPG_ELEMWISE_ABI", "opg_elemwise_kernel", *(CTYPES[d] for d in dtypes)])
     out.append(
-        'cdef extern from "Python.h":\n'
-        "    object PyCapsule_New(void* pointer, const char* name, void* destructor)\n\n"
-        'cdef extern from "opgraph_c_prelude.h":\n'
-        "    ctypedef long ptrdiff_t\n"
-        + "".join(f"    ctypedef {_CYTHON_BASE[d]} {CTYPES[d]}\n" for d in dtypes)
-        + _KERNEL_STRUCT
+        f"from cpython.pycapsule cimport PyCapsule_New\n\nfrom opgraph_c.abi cimport {names}\n"
     )
     c_code = "\n".join(p.c_code.replace(ID, s) for p, s in pairs)
     verbatim = "".join(f"    {line}\n" if line else "\n" for line in c_code.splitlines())
@@ -267,22 +253,6 @@ def assemble(parts: Sequence[BundlePart], suffixes: Sequence[str]) -> str:
     out += [p.cython_code.replace(ID, s) for p, s in pairs]
     out += [p.table.replace(ID, s) for p, s in pairs]
     return "\n".join(out)
-
-
-#: How Cython sees each C type (only for its type checks; gcc sees the prelude's typedefs).
-_CYTHON_BASE = {
-    "bool": "unsigned char",
-    "int8": "signed char",
-    "int16": "short",
-    "int32": "int",
-    "int64": "long long",
-    "uint8": "unsigned char",
-    "uint16": "unsigned short",
-    "uint32": "unsigned int",
-    "uint64": "unsigned long long",
-    "float32": "float",
-    "float64": "double",
-}
 
 
 def _contig(in_dtypes: Sequence[str], out_dtypes: Sequence[str], hoisted: Sequence[bool]) -> str:

@@ -22,8 +22,6 @@ from opgraph.graph.op import Op
 from opgraph.link.dispatch import KernelFallbackWarning
 from opgraph.tensor.blas import Dot22, Dot22Scalar, Gemm, Gemv, Ger
 from opgraph.tensor.dot import Dot
-from opgraph_c.kernels.elemwise import _flag, _threads
-from opgraph_c.kernels.reduction import _busy_load
 from opgraph_c.spec import Precompiled
 
 __all__ = [
@@ -99,10 +97,11 @@ def gemm_c(op: Gemm, node: Apply) -> Precompiled | None:
 
 
 def _gemv_threads() -> dict[str, Any]:
-    """The threads of the native gemv: ``nthreads`` (1 without ``config.openmp``: BLAS
-    only) and ``busy_load``, the load average from which it runs on one thread."""
-    nthreads = _threads() if _flag("openmp", False) else 1
-    return {"nthreads": nthreads, "busy_load": _busy_load()}
+    """The team of the native gemv (:mod:`opgraph_c._threads`; 1 thread without
+    ``config.openmp``: BLAS only)."""
+    from opgraph_c._threads import team_options
+
+    return team_options("gemv")
 
 
 def gemv_c(op: Gemv, node: Apply) -> Precompiled | None:

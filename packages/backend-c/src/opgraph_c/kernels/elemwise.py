@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from opgraph.graph.basic import Apply
@@ -23,13 +22,6 @@ def _flag(name: str, default: Any) -> Any:
     from opgraph.configdefaults import config
 
     return getattr(config, name) if name in config else default
-
-
-def _threads() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def register(registry: Any, owner: str) -> None:
@@ -63,6 +55,7 @@ def _thunk_factory(op: Elemwise, hoisted: tuple[bool, ...]) -> Any:
         module: Any, node: Apply, in_cells: list[list[Any]], out_cells: list[list[Any]]
     ) -> Any:
         from opgraph_c._elemwise import ElemwiseThunk
+        from opgraph_c._threads import team_options
 
         return ElemwiseThunk(
             module,
@@ -75,8 +68,7 @@ def _thunk_factory(op: Elemwise, hoisted: tuple[bool, ...]) -> Any:
             [v.type.broadcastable for v in node.inputs],
             hoisted,
             dict(op.inplace_pattern),
-            int(_flag("c__openmp_threshold", 200_000)),
-            _threads(),
+            **team_options("elemwise"),
         )
 
     return make_thunk

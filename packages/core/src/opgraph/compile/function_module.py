@@ -32,7 +32,7 @@ from opgraph.graph.fg import FunctionGraph
 from opgraph.graph.traversal import ancestors
 from opgraph.link.basic import Container
 from opgraph.link.utils import describe_value
-from opgraph.link.vm import VM
+from opgraph.link.vm import VM, CallPlan
 from opgraph.rewriting.provenance import rewrite_report
 
 __all__ = [
@@ -82,10 +82,11 @@ class Function:
     keyword (the inputs' names); inputs with a default may be left out. Each argument is
     converted by its input's Type unless ``trust_input`` is set.
 
-    When the VM offers ``make_caller`` (backend-c's does), calls go through the compiled
-    caller it returns, which does the common call (one positional argument per input) in C
-    and hands anything else to the Python path. Calls of one function from several threads
-    run one after the other; a function calling itself raises RuntimeError.
+    When the VM's :meth:`~opgraph.link.vm.VM.make_caller` returns a compiled caller
+    (backend-c's does), calls go through it: it does the common call (one positional
+    argument per input) in C and hands anything else to the Python path. Calls of one
+    function from several threads run one after the other; a function calling itself
+    raises RuntimeError.
 
     Attributes
     ----------
@@ -147,19 +148,20 @@ class Function:
         holders = [d or c for d, c in zip(defaults, self.input_storage)]
         self._finder: dict[Any, Container] = {s.variable: c for s, c in zip(maker.inputs, holders)}
         self._finder.update({s.name: c for s, c in zip(maker.inputs, holders) if s.name})
-        make_caller = getattr(fn, "make_caller", None)
-        if make_caller is not None:
-            self._caller = make_caller(
-                inputs=[(s.cell, s.type, s.strict, s.allow_downcast) for s in self._slots],
-                outputs=self._out_cells,
-                clear_in=self._clear_in,
-                clear_out=self._clear_out,
-                unpack_single=self._single,
-                return_none=self._return_none,
-                output_keys=self._output_keys,
-                fallback=self._call,
-                input_error=self._input_error_at,
-                label=self._label(),
+        if isinstance(fn, VM):
+            self._caller = fn.make_caller(
+                CallPlan(
+                    inputs=[(s.cell, s.type, s.strict, s.allow_downcast) for s in self._slots],
+                    outputs=self._out_cells,
+                    clear_in=self._clear_in,
+                    clear_out=self._clear_out,
+                    unpack_single=self._single,
+                    return_none=self._return_none,
+                    output_keys=self._output_keys,
+                    fallback=self._call,
+                    input_error=self._input_error_at,
+                    label=self._label(),
+                )
             )
         self.profile = maker.profile
 

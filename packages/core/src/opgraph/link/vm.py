@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
@@ -23,10 +24,47 @@ from opgraph.graph.op import Thunk
 from opgraph.graph.utils import MethodNotDefined
 from opgraph.link.utils import raise_with_op
 
-__all__ = ["VM", "Loop", "Stack", "build_vm", "gc_plan"]
+__all__ = ["VM", "CallPlan", "Caller", "Loop", "Stack", "build_vm", "gc_plan"]
 
 #: ``callback(node=..., thunk=..., storage_map=..., compute_map=...)`` after each node.
 Callback = Callable[..., None]
+#: A compiled ``Function.__call__``: ``caller(args, kwargs)`` returns what the call returns.
+Caller = Callable[[tuple[Any, ...], dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """What a call of a :class:`~opgraph.compile.function.Function` does, for
+    :meth:`VM.make_caller`.
+
+    Attributes
+    ----------
+    inputs
+        Per explicit argument: ``(cell, type, strict, allow_downcast)``.
+    outputs
+        The cells of the returned outputs.
+    clear_in, clear_out
+        Cells emptied after every call.
+    unpack_single, return_none, output_keys
+        How the outputs are returned (one value, None, or a dict by these keys).
+    fallback
+        ``fallback(args, kwargs)``: the Python call path (keywords, defaults, errors).
+    input_error
+        ``input_error(index, value, exc)``: the error for a rejected argument.
+    label
+        The function's name in messages.
+    """
+
+    inputs: Sequence[tuple[list[Any], Any, bool, bool | None]]
+    outputs: Sequence[list[Any]]
+    clear_in: Sequence[list[Any]]
+    clear_out: Sequence[list[Any]]
+    unpack_single: bool
+    return_none: bool
+    output_keys: Sequence[str] | None
+    fallback: Caller
+    input_error: Callable[[int, Any, BaseException], BaseException]
+    label: str
 
 
 def gc_plan(order: Sequence[Apply], keep: Sequence[Variable]) -> list[list[Variable]]:
@@ -66,12 +104,8 @@ class VM:
 
     Notes
     -----
-    A VM may also offer a compiled call path: ``make_caller(inputs=, outputs=, clear_in=,
-    clear_out=, unpack_single=, return_none=, output_keys=, fallback=, input_error=,
-    label=)`` returning ``caller(args, kwargs)`` (its ``call`` method is used when it has
-    one), which :class:`~opgraph.compile.function.Function` then calls instead of its Python
-    path (backend-c's ``CVM`` does). The caller must behave exactly like ``fallback(args,
-    kwargs)``, the Python path, and may hand it any call it does not handle itself.
+    A VM may also offer a compiled call path: :meth:`make_caller` (backend-c's ``CVM``
+    does).
     """
 
     need_update_inputs = False
@@ -151,6 +185,17 @@ class VM:
             self.run()
             if self.updates:
                 self.apply_updates()
+
+    def make_caller(self, plan: CallPlan) -> Caller | None:
+        """The whole of ``Function.__call__`` in compiled code, or None: no such path.
+
+        :class:`~opgraph.compile.function.Function` calls the returned
+        ``caller(args, kwargs)`` (its ``call`` method when it has one) instead of its Python
+        path, ``plan.fallback``. The caller must behave exactly like ``plan.fallback(args,
+        kwargs)`` and may hand it any call it does not handle itself. This VM has no compiled
+        path: it returns None (backend-c's ``CVM`` overrides it).
+        """
+        return None
 
     def run(self) -> None:
         """Run the graph once, without applying the updates."""
