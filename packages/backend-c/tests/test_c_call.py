@@ -161,6 +161,64 @@ def test_accepted_inputs_convert_as_in_the_python_linker(make: Any, value: Any) 
     assert kind == "ok"
 
 
+#: Python and NumPy scalars for 0-d inputs: the C caller converts the ones whose value the
+#: Type's filter takes unchanged, and hands the others (lossy, out of range, another dtype)
+#: to the filter, so values, dtypes and error texts are the Python linker's.
+_SCALARS = [
+    1.5,
+    -0.0,
+    float("inf"),
+    float("nan"),
+    0.1,
+    1e300,
+    3,
+    -7,
+    0,
+    2**31,
+    2**24 + 1,
+    2**40,
+    2**63 - 1,
+    2**70,
+    True,
+    False,
+    np.float64(2.5),
+    np.float32(2.5),
+    np.int64(9),
+    np.int32(-9),
+    np.bool_(True),
+    np.complex128(1j),
+]
+
+
+@pytest.mark.nonfinite
+@pytest.mark.parametrize("value", _SCALARS, ids=lambda v: f"{type(v).__name__}({v!r})")
+@pytest.mark.parametrize("make", [T.dscalar, T.fscalar, T.lscalar, T.iscalar, T.bscalar])
+@pytest.mark.parametrize("downcast", [None, True])
+def test_python_and_numpy_scalars_for_0d_inputs_match_the_python_linker(
+    make: Any, value: Any, downcast: bool | None
+) -> None:
+    x = make("x")
+    fs = _both([In(x, allow_downcast=downcast)], x * 1)
+    _same_outcome(fs, value)
+    assert _input_cells_empty(fs["c"])
+
+
+def test_a_scalar_for_a_strict_0d_input_goes_to_the_filter() -> None:
+    x = T.dscalar("x")
+    fs = _both([In(x, strict=True)], x + 1)
+    kind, message = _same_outcome(fs, 1.5)
+    assert kind == "TypeError" and "float64" in message
+    assert _same_outcome(fs, np.array(1.5))[0] == "ok"
+
+
+def test_a_scalar_call_returns_fresh_arrays() -> None:
+    x = T.dscalar("x")
+    f = function([x], Out(x, borrow=False), mode=_mode("c"))
+    a, b = f(1.0), f(2.0)
+    assert (float(a), float(b)) == (1.0, 2.0)
+    assert not np.shares_memory(a, b)
+
+
 def test_allow_downcast_strict_and_trust_input() -> None:
     x = T.fvector("x")
     f64 = np.arange(3.0)

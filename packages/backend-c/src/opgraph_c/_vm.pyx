@@ -22,6 +22,8 @@ when a thunk raises.
 """
 
 cimport numpy as cnp
+from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.pythread cimport (
     NOWAIT_LOCK,
@@ -35,6 +37,11 @@ from cpython.pythread cimport (
 )
 
 cnp.import_array()
+
+import numpy as np
+
+# Python ints that a float32 holds exactly (every int of at most 24 bits).
+cdef long long _F32_EXACT_INT = 16777216
 
 
 cdef class CThunk:
@@ -317,13 +324,32 @@ cdef class CStack(CRunner):
         return 0
 
 
+cdef object _zero_d(int typenum, double d, long long v, bint use_int):
+    """A new 0-d array of ``typenum`` holding ``v`` (when ``use_int``) or ``d``."""
+    cdef cnp.ndarray a = cnp.PyArray_EMPTY(0, NULL, typenum, 0)
+    cdef void* p = cnp.PyArray_DATA(a)
+    if typenum == cnp.NPY_FLOAT64:
+        (<double*>p)[0] = <double>v if use_int else d
+    elif typenum == cnp.NPY_FLOAT32:
+        (<float*>p)[0] = <float>v if use_int else <float>d
+    elif typenum == cnp.NPY_INT64:
+        (<cnp.int64_t*>p)[0] = v
+    elif typenum == cnp.NPY_INT32:
+        (<cnp.int32_t*>p)[0] = <cnp.int32_t>v
+    elif typenum == cnp.NPY_BOOL:
+        (<cnp.npy_bool*>p)[0] = v != 0
+    return a
+
+
 cdef class Caller:
     """A compiled function's call in C: ``Function.__call__`` when the C VM runs the graph.
 
     Called as ``caller(args, kwargs)`` or ``caller.call(args, kwargs)``. With exactly one positional argument per input and
     no keywords, it does the whole call here: an argument that is an exact ndarray of its
     TensorType's dtype, ndim and fixed lengths is stored as it is (what ``filter`` would
-    return); any other goes through its Type's ``filter``, so conversions, ``strict``,
+    return); for a 0-d input that is not ``strict``, a Python float, int or bool or a NumPy
+    scalar whose value ``filter`` would take unchanged becomes its 0-d array here; any
+    other value goes through its Type's ``filter``, so conversions, ``strict``,
     ``allow_downcast`` and every error message stay the Type's. Anything else (keywords,
     defaults, a wrong number of arguments) goes to ``fallback``, the Python call path.
 
@@ -355,6 +381,7 @@ cdef class Caller:
     cdef list cells, filters, strict, downcast, dtypes
     cdef Py_ssize_t n_in
     cdef int* ndim
+    cdef int* scalar_type
     cdef void** descr
     cdef Py_ssize_t* fix_start
     cdef Py_ssize_t* fix_dim
@@ -387,22 +414,27 @@ cdef class Caller:
                 n_fix += len(spec[2])
         self.ndim = <int*>PyMem_Malloc(max(n, 1) * sizeof(int))
         self.descr = <void**>PyMem_Malloc(max(n, 1) * sizeof(void*))
+        self.scalar_type = <int*>PyMem_Malloc(max(n, 1) * sizeof(int))
         self.fix_start = <Py_ssize_t*>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
         self.fix_dim = <Py_ssize_t*>PyMem_Malloc(max(n_fix, 1) * sizeof(Py_ssize_t))
         self.fix_len = <Py_ssize_t*>PyMem_Malloc(max(n_fix, 1) * sizeof(Py_ssize_t))
-        if (self.ndim == NULL or self.descr == NULL or self.fix_start == NULL
+        if (self.ndim == NULL or self.descr == NULL or self.scalar_type == NULL
+                or self.fix_start == NULL
                 or self.fix_dim == NULL or self.fix_len == NULL):
             raise MemoryError()
         k = 0
         for i in range(n):
             self.fix_start[i] = k
             spec = specs[i]
+            self.scalar_type[i] = -1
             if spec is None:
                 self.ndim[i] = -1
                 self.descr[i] = NULL
                 continue
             self.ndim[i] = spec[1]
             self.descr[i] = <void*>self.dtypes[i]
+            if spec[1] == 0 and not self.strict[i]:
+                self.scalar_type[i] = (<cnp.dtype>self.dtypes[i]).type_num
             for dim, length in spec[2]:
                 self.fix_dim[k] = dim
                 self.fix_len[k] = length
@@ -426,6 +458,7 @@ cdef class Caller:
         if self.lock != NULL:
             PyThread_free_lock(self.lock)
         PyMem_Free(self.ndim)
+        PyMem_Free(self.scalar_type)
         PyMem_Free(self.descr)
         PyMem_Free(self.fix_start)
         PyMem_Free(self.fix_dim)
@@ -472,6 +505,39 @@ cdef class Caller:
                 return False
         return True
 
+    cdef object _from_scalar(self, object value, Py_ssize_t i):
+        """Input ``i``'s 0-d array for a Python or NumPy scalar ``value``, or None where
+        ``filter`` must decide (another dtype, a lossy or out-of-range value, strict)."""
+        cdef int t = self.scalar_type[i]
+        cdef object tp
+        cdef double d
+        cdef long long v
+        cdef int overflow = 0
+        if t < 0:
+            return None
+        tp = type(value)
+        if tp is float:
+            d = PyFloat_AS_DOUBLE(value)
+            if t == cnp.NPY_FLOAT64 or (t == cnp.NPY_FLOAT32 and <double><float>d == d):
+                return _zero_d(t, d, 0, False)
+            return None
+        if tp is bool:
+            if t == cnp.NPY_BOOL or t == cnp.NPY_FLOAT64 or t == cnp.NPY_INT64:
+                return _zero_d(t, 0.0, value is True, True)
+            return None
+        if tp is int:
+            v = PyLong_AsLongLongAndOverflow(value, &overflow)
+            if overflow:
+                return None
+            if (t == cnp.NPY_INT64 or t == cnp.NPY_FLOAT64
+                    or (t == cnp.NPY_INT32 and -2147483648 <= v <= 2147483647)
+                    or (t == cnp.NPY_FLOAT32 and -_F32_EXACT_INT <= v <= _F32_EXACT_INT)):
+                return _zero_d(t, 0.0, v, True)
+            return None
+        if isinstance(value, np.generic) and (<cnp.dtype>value.dtype).type_num == t:
+            return cnp.PyArray_FROMANY(value, t, 0, 0, cnp.NPY_ARRAY_ENSURECOPY)
+        return None
+
     cdef object _filter(self, object value, Py_ssize_t i):
         try:
             return self.filters[i](value, self.strict[i], self.downcast[i])
@@ -480,7 +546,7 @@ cdef class Caller:
 
     cdef object _call(self, tuple args):
         cdef Py_ssize_t i
-        cdef object value, outputs, cell
+        cdef object value, outputs, cell, fast
         cdef list cells = self.cells
         try:
             if self.trust_input:
@@ -490,7 +556,8 @@ cdef class Caller:
                 for i in range(self.n_in):
                     value = args[i]
                     if not self._fits(value, i):
-                        value = self._filter(value, i)
+                        fast = self._from_scalar(value, i)
+                        value = self._filter(value, i) if fast is None else fast
                     (<list>cells[i])[0] = value
             if self.c_runner:
                 (<CRunner>self.runner).run_once()
