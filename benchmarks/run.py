@@ -7,6 +7,7 @@ Usage::
     python benchmarks/run.py --only W1,W3         # some workloads
     python benchmarks/run.py --json out.json      # also write the results as JSON
     python benchmarks/run.py overhead             # the workloads of bench_overhead.py
+    python benchmarks/run.py --busy               # with another process spinning on a core
 
 Each ``bench_<family>.py`` declares ``WORKLOADS`` (id -> title) and ``run(id, ctx)``,
 which returns a table of rows: median, min and max time over the repeats, the ratio to
@@ -20,13 +21,15 @@ reported as "not installed". Nothing here asserts a speed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import re
+import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -94,6 +97,22 @@ def summarize_warnings(caught: Sequence[warnings.WarningMessage]) -> list[str]:
     return lines
 
 
+@contextlib.contextmanager
+def busy_core(enabled: bool) -> Iterator[int | None]:
+    """With ``enabled``, keep one core busy in another process while the suite runs (the
+    load of most laptops, CI runners and shared servers); yields its pid, or None."""
+    if not enabled:
+        yield None
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)  # let it take its core before anything is timed
+        yield spinner.pid
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
 def print_header(ctx: Context, env: dict[str, object]) -> None:
     """The versions, linkers and peers this run measured."""
     load = env.get("load_average")
@@ -106,6 +125,8 @@ def print_header(ctx: Context, env: dict[str, object]) -> None:
         f"opgraph {env.get('opgraph')}: linkers installed {env.get('opgraph_linkers')}, "
         f"FAST_RUN uses [{env.get('opgraph_fast_run_linker')}]"
     )
+    if env.get("busy_pid"):
+        print(f"  --busy: process {env['busy_pid']} spins on one core for the whole run")
     for peer in ctx.peers.values():
         print(f"  peer {peer.label:<15} {peer.status}")
     print("ratio = median time / NumPy's median time in this run (below 1.00x is faster)")
@@ -124,7 +145,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-peers", action="store_true", help="do not run PyTensor or JAX even if installed"
     )
+    parser.add_argument(
+        "--busy", action="store_true", help="keep one core spinning in another process"
+    )
     args = parser.parse_args(argv)
+    with busy_core(args.busy) as busy_pid:
+        return run_suite(args, busy_pid)
+
+
+def run_suite(args: argparse.Namespace, busy_pid: int | None) -> int:
+    """Run the chosen workloads, print (and save) the tables."""
 
     index = workload_index(load_families())
     chosen = select(index, args.only, args.names)
@@ -136,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         env = environment(ctx)  # loads opgraph and its plugins
+    env["busy_pid"] = busy_pid
     print_header(ctx, env)
     for text in summarize_warnings(caught):
         print(f"  warning: {text}")
