@@ -2,7 +2,8 @@
 
 Read from the sources with ``ast`` (nothing is imported): an edge is every ``import`` of a
 module of ours, at module level or inside a function (a function-local import that dodges a
-cycle is still a cycle). Imports under ``if TYPE_CHECKING:`` are left out: they never run.
+cycle is still a cycle), and imports under ``if TYPE_CHECKING:`` too (an annotation naming a higher module
+is still a reader's upward step).
 ``from pkg import name`` counts as an import of ``pkg.name`` when that is a module, else of
 ``pkg`` itself; the implicit import of a module's parent packages is not an edge.
 
@@ -70,13 +71,6 @@ def package_modules(src: Path) -> dict[str, tuple[Path, bool]]:
     return modules
 
 
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _imported(module: str, is_package: bool, node: ast.Import | ast.ImportFrom) -> list[str]:
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
@@ -102,9 +96,6 @@ def import_edges(
         while stack:
             node = stack.pop()
             for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.If) and _is_type_checking(child):
-                    stack.extend(child.orelse)
-                    continue
                 if isinstance(child, ast.Import | ast.ImportFrom):
                     names = _imported(module, is_package, child)
                     plain = isinstance(child, ast.Import)
@@ -311,7 +302,7 @@ def test_the_checker_sees_function_local_imports_and_cycles(tmp_path: Path) -> N
     finally:
         ROOT = saved
     pairs = {(e.source, e.target) for e in edges}
-    assert pairs == {("toy.low", "toy.high"), ("toy.high", "toy.low")}
+    assert pairs == {("toy.low", "toy.high"), ("toy.high", "toy.low"), ("toy.high", "toy.other")}
     assert [(e.source, e.target) for e in dynamic] == [("toy.other", "toy.high")]
     assert cycles(set(modules), edges) == [["toy.high", "toy.low"]]
     sub = pkg / "sub"

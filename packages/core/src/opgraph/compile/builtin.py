@@ -2,8 +2,7 @@
 
 Registered like any third-party plugin (``opgraph/__init__.py`` adds it to
 ``BUILTIN_PLUGINS``), before the entry points; its ``opgraph_shared_constructor`` is
-``trylast`` so that plugins' answers come first whenever the manager was built. Importing it
-also gives :func:`~opgraph.compile.sharedvalue.shared` the tensor library's constructors.
+``trylast`` so that plugins' answers come first whenever the manager was built.
 """
 
 from __future__ import annotations
@@ -14,13 +13,9 @@ from typing import Any
 from opgraph.compile.debugmode import DebugMode
 from opgraph.compile.mode import Mode
 from opgraph.compile.nanguardmode import NanGuardMode
-from opgraph.compile.sharedvalue import add_core_shared_constructor, core_shared_constructor
+from opgraph.compile.sharedvalue import core_shared_constructor
 from opgraph.link.basic import PerformLinker, VMLinker
 from opgraph.plugins.manager import hookimpl
-from opgraph.tensor.sharedvar import random_shared_constructor, tensor_shared_constructor
-
-add_core_shared_constructor(tensor_shared_constructor, options=True)
-add_core_shared_constructor(random_shared_constructor)
 
 
 @hookimpl

@@ -240,8 +240,8 @@ def shared(
 
 #: Core's shared-variable constructors for the values of its libraries (tensors, random
 #: states) as (constructor, takes extra keyword arguments), tried in order by
-#: :func:`core_shared_constructor`. The modules that define them live above this one; the
-#: built-in plugin (:mod:`opgraph.compile.builtin`) adds them.
+#: :func:`core_shared_constructor`. The modules that define them live above this one and
+#: add them when imported (:mod:`opgraph.tensor.sharedvar`).
 _CORE_CONSTRUCTORS: list[tuple[Callable[..., SharedVariable | None], bool]] = []
 
 

@@ -8,16 +8,12 @@ A graph is bipartite and acyclic: a Variable points to the Apply that produced i
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from opgraph.graph.utils import Scratchpad, add_tag_trace
 from opgraph.plugins import get_plugin_manager
-
-if TYPE_CHECKING:
-    from opgraph.graph.op import Op
-    from opgraph.graph.type import Type
 
 __all__ = ["Apply", "Constant", "Node", "Variable", "as_variable"]
 
@@ -49,7 +45,7 @@ class Variable(Node):
 
     def __init__(
         self,
-        type: Type,
+        type: Any,
         owner: Apply | None = None,
         index: int | None = None,
         name: str | None = None,
@@ -141,7 +137,7 @@ class Constant(Variable):
     Constant as a function input is an error: its value is already known.
     """
 
-    def __init__(self, type: Type, data: Any, name: str | None = None) -> None:
+    def __init__(self, type: Any, data: Any, name: str | None = None) -> None:
         super().__init__(type, None, None, name)
         self._data = _readonly(type.filter(data))
 
@@ -298,7 +294,7 @@ class Apply(Node):
     to its position, as Theano documents. Ops normally build Apply nodes in ``make_node``.
     """
 
-    def __init__(self, op: Op, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
+    def __init__(self, op: Any, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
         if not callable(getattr(op, "make_node", None)):
             raise TypeError(f"Apply needs an Op instance as its op, got {op!r}")
         # (list and tuple first: the ABC check is slow, and Apply is built very often)

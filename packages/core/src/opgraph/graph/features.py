@@ -31,7 +31,6 @@ from opgraph.configdefaults import config
 
 if TYPE_CHECKING:
     from opgraph.graph.basic import Apply, Variable
-    from opgraph.graph.fg import FunctionGraph
     from opgraph.graph.op import Op
 
 __all__ = [
@@ -79,21 +78,21 @@ class Feature:
     skips the callbacks a subclass does not override, so unused ones cost nothing.
     """
 
-    def on_attach(self, fgraph: FunctionGraph) -> None:
+    def on_attach(self, fgraph: Any) -> None:
         """Called by ``fgraph.attach_feature(self)``; may raise :class:`AlreadyThere`."""
 
-    def on_detach(self, fgraph: FunctionGraph) -> None:
+    def on_detach(self, fgraph: Any) -> None:
         """Called by ``fgraph.remove_feature(self)``: undo what ``on_attach`` did."""
 
-    def on_import(self, fgraph: FunctionGraph, node: Apply, reason: Any) -> None:
+    def on_import(self, fgraph: Any, node: Apply, reason: Any) -> None:
         """Called when ``node`` enters the graph (its inputs are already in it)."""
 
-    def on_prune(self, fgraph: FunctionGraph, node: Apply, reason: Any) -> None:
+    def on_prune(self, fgraph: Any, node: Apply, reason: Any) -> None:
         """Called when ``node`` leaves the graph because none of its outputs is used."""
 
     def on_change_input(
         self,
-        fgraph: FunctionGraph,
+        fgraph: Any,
         node: Node,
         i: int,
         var: Variable,
@@ -103,7 +102,7 @@ class Feature:
         """Called after input ``i`` of ``node`` (output ``i`` if ``node == 'output'``) changed
         from ``var`` to ``new_var``."""
 
-    def orderings(self, fgraph: FunctionGraph) -> dict[Apply, list[Apply]]:
+    def orderings(self, fgraph: Any) -> dict[Apply, list[Apply]]:
         """Return ``{node: [nodes that must be computed before node]}`` (none by default)."""
         return {}
 
@@ -112,11 +111,11 @@ class Bookkeeper(Feature):
     """A feature that sees every node of the graph: imports them all when attached and prunes
     them all when detached, so it needs only ``on_import`` / ``on_prune``."""
 
-    def on_attach(self, fgraph: FunctionGraph) -> None:
+    def on_attach(self, fgraph: Any) -> None:
         for node in fgraph.toposort():
             self.on_import(fgraph, node, "on_attach")
 
-    def on_detach(self, fgraph: FunctionGraph) -> None:
+    def on_detach(self, fgraph: Any) -> None:
         for node in reversed(fgraph.toposort()):
             self.on_prune(fgraph, node, "Bookkeeper.detach")
 
@@ -131,21 +130,21 @@ class History(Feature):
     pickle_rm_attr = ["checkpoint", "revert"]
 
     def __init__(self) -> None:
-        self.history: dict[FunctionGraph, list[tuple[Any, ...]] | None] = {}
+        self.history: dict[Any, list[tuple[Any, ...]] | None] = {}
 
-    def on_attach(self, fgraph: FunctionGraph) -> None:
+    def on_attach(self, fgraph: Any) -> None:
         if hasattr(fgraph, "checkpoint") or hasattr(fgraph, "revert"):
             raise AlreadyThere("a History feature is already attached (fgraph.checkpoint exists)")
         self.history[fgraph] = []
         self.unpickle(fgraph)
 
-    def unpickle(self, fgraph: FunctionGraph) -> None:
+    def unpickle(self, fgraph: Any) -> None:
         """Put back the methods this feature adds to ``fgraph`` (after unpickling)."""
         self.history.setdefault(fgraph, [])
         fgraph.checkpoint = partial(self.checkpoint, fgraph)  # type: ignore[attr-defined]
         fgraph.revert = partial(self.revert, fgraph)  # type: ignore[attr-defined]
 
-    def on_detach(self, fgraph: FunctionGraph) -> None:
+    def on_detach(self, fgraph: Any) -> None:
         for attr in History.pickle_rm_attr:
             fgraph.__dict__.pop(attr, None)
         self.history.pop(fgraph, None)
@@ -157,7 +156,7 @@ class History(Feature):
 
     def on_change_input(
         self,
-        fgraph: FunctionGraph,
+        fgraph: Any,
         node: Node,
         i: int,
         var: Variable,
@@ -168,12 +167,12 @@ class History(Feature):
         if record is not None:
             record.append((node, i, var, reason))
 
-    def checkpoint(self, fgraph: FunctionGraph) -> int:
+    def checkpoint(self, fgraph: Any) -> int:
         """Return a checkpoint of ``fgraph`` to pass to :meth:`revert`."""
         record = self.history[fgraph]
         return len(record) if record is not None else 0
 
-    def revert(self, fgraph: FunctionGraph, checkpoint: int) -> None:
+    def revert(self, fgraph: Any, checkpoint: int) -> None:
         """Undo every change made to ``fgraph`` since ``checkpoint``, newest first."""
         record = self.history[fgraph]
         if record is None:
@@ -194,7 +193,7 @@ class Validator(Feature):
     Theano code that attaches it, and as the base of :class:`ReplaceValidate`.
     """
 
-    def on_attach(self, fgraph: FunctionGraph) -> None:
+    def on_attach(self, fgraph: Any) -> None:
         if any(isinstance(f, type(self)) for f in fgraph._features):
             raise AlreadyThere(f"a {type(self).__name__} feature is already attached")
 
@@ -220,14 +219,14 @@ class ReplaceValidate(History, Validator):
         History.__init__(self)
         self._nodes_removed: set[Any] = set()
 
-    def on_attach(self, fgraph: FunctionGraph) -> None:
+    def on_attach(self, fgraph: Any) -> None:
         for attr in ("replace_validate", "replace_all_validate", "replace_all_validate_remove"):
             if hasattr(fgraph, attr):
                 raise AlreadyThere(f"a ReplaceValidate feature is already attached ({attr})")
         Validator.on_attach(self, fgraph)
         History.on_attach(self, fgraph)
 
-    def unpickle(self, fgraph: FunctionGraph) -> None:
+    def unpickle(self, fgraph: Any) -> None:
         History.unpickle(self, fgraph)
         fgraph.replace_validate = partial(self.replace_validate, fgraph)  # type: ignore[attr-defined]
         fgraph.replace_all_validate = partial(self.replace_all_validate, fgraph)  # type: ignore[attr-defined]
@@ -235,20 +234,20 @@ class ReplaceValidate(History, Validator):
             self.replace_all_validate_remove, fgraph
         )
 
-    def on_detach(self, fgraph: FunctionGraph) -> None:
+    def on_detach(self, fgraph: Any) -> None:
         History.on_detach(self, fgraph)
         for attr in self.pickle_rm_attr:
             fgraph.__dict__.pop(attr, None)
 
     def replace_validate(
-        self, fgraph: FunctionGraph, var: Variable, new_var: Variable, reason: Any = None, **kw: Any
+        self, fgraph: Any, var: Variable, new_var: Variable, reason: Any = None, **kw: Any
     ) -> None:
         """Replace ``var`` by ``new_var`` and validate, reverting on any error."""
         self.replace_all_validate(fgraph, [(var, new_var)], reason=reason, **kw)
 
     def replace_all_validate(
         self,
-        fgraph: FunctionGraph,
+        fgraph: Any,
         replacements: Iterable[tuple[Variable, Variable]],
         reason: Any = None,
         verbose: bool | None = None,
@@ -281,7 +280,7 @@ class ReplaceValidate(History, Validator):
 
     def replace_all_validate_remove(
         self,
-        fgraph: FunctionGraph,
+        fgraph: Any,
         replacements: Iterable[tuple[Variable, Variable]],
         remove: Sequence[Any],
         reason: Any = None,
@@ -331,10 +330,10 @@ class NodeFinder(Bookkeeper):
     pickle_rm_attr = ["get_nodes"]
 
     def __init__(self) -> None:
-        self._by_op: dict[FunctionGraph, dict[Any, dict[Apply, None]]] = {}
-        self._by_class: dict[FunctionGraph, dict[type, dict[Apply, None]]] = {}
+        self._by_op: dict[Any, dict[Any, dict[Apply, None]]] = {}
+        self._by_class: dict[Any, dict[type, dict[Apply, None]]] = {}
 
-    def on_attach(self, fgraph: FunctionGraph) -> None:
+    def on_attach(self, fgraph: Any) -> None:
         if hasattr(fgraph, "get_nodes"):
             raise AlreadyThere("a NodeFinder is already attached (fgraph.get_nodes exists)")
         self._by_op[fgraph] = {}
@@ -342,21 +341,21 @@ class NodeFinder(Bookkeeper):
         self.unpickle(fgraph)
         Bookkeeper.on_attach(self, fgraph)
 
-    def unpickle(self, fgraph: FunctionGraph) -> None:
+    def unpickle(self, fgraph: Any) -> None:
         """Put back ``fgraph.get_nodes`` (after unpickling)."""
         fgraph.get_nodes = partial(self.query, fgraph)  # type: ignore[attr-defined]
 
-    def on_detach(self, fgraph: FunctionGraph) -> None:
+    def on_detach(self, fgraph: Any) -> None:
         fgraph.__dict__.pop("get_nodes", None)
         self._by_op.pop(fgraph, None)
         self._by_class.pop(fgraph, None)
 
-    def on_import(self, fgraph: FunctionGraph, node: Apply, reason: Any) -> None:
+    def on_import(self, fgraph: Any, node: Apply, reason: Any) -> None:
         self._by_class[fgraph].setdefault(type(node.op), {})[node] = None
         with contextlib.suppress(TypeError):  # an unhashable op is only found by class
             self._by_op[fgraph].setdefault(node.op, {})[node] = None
 
-    def on_prune(self, fgraph: FunctionGraph, node: Apply, reason: Any) -> None:
+    def on_prune(self, fgraph: Any, node: Apply, reason: Any) -> None:
         by_class = self._by_class[fgraph]
         nodes = by_class.get(type(node.op))
         if nodes is not None:
@@ -373,7 +372,7 @@ class NodeFinder(Bookkeeper):
             if not nodes:
                 del by_op[node.op]
 
-    def query(self, fgraph: FunctionGraph, op: Op | type) -> list[Apply]:
+    def query(self, fgraph: Any, op: Op | type) -> list[Apply]:
         """Return the nodes of ``fgraph`` applying ``op`` (an Op, or an Op class)."""
         if isinstance(op, type):
             return [
@@ -395,7 +394,7 @@ class PreserveNames(Feature):
 
     def on_change_input(
         self,
-        fgraph: FunctionGraph,
+        fgraph: Any,
         node: Node,
         i: int,
         var: Variable,
@@ -412,7 +411,7 @@ class PreserveVariableAttributes(PreserveNames):
 
     def on_change_input(
         self,
-        fgraph: FunctionGraph,
+        fgraph: Any,
         node: Node,
         i: int,
         var: Variable,
@@ -436,21 +435,21 @@ class PrintListener(Feature):
         if self.active:
             print(*args, file=self.file or sys.stdout)
 
-    def on_attach(self, fgraph: FunctionGraph) -> None:
+    def on_attach(self, fgraph: Any) -> None:
         self._print("-- attaching to:", fgraph)
 
-    def on_detach(self, fgraph: FunctionGraph) -> None:
+    def on_detach(self, fgraph: Any) -> None:
         self._print("-- detaching from:", fgraph)
 
-    def on_import(self, fgraph: FunctionGraph, node: Apply, reason: Any) -> None:
+    def on_import(self, fgraph: Any, node: Apply, reason: Any) -> None:
         self._print("-- importing:", node, "reason:", reason)
 
-    def on_prune(self, fgraph: FunctionGraph, node: Apply, reason: Any) -> None:
+    def on_prune(self, fgraph: Any, node: Apply, reason: Any) -> None:
         self._print("-- pruning:", node, "reason:", reason)
 
     def on_change_input(
         self,
-        fgraph: FunctionGraph,
+        fgraph: Any,
         node: Node,
         i: int,
         var: Variable,

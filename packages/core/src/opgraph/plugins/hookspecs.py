@@ -25,7 +25,6 @@ import pluggy
 
 if TYPE_CHECKING:
     from opgraph.configparser import Config
-    from opgraph.plugins.manager import OpgraphPluginManager
 
 __all__ = [
     "Command",
@@ -69,7 +68,7 @@ class Command:
 
 
 @hookspec(historic=True)
-def opgraph_addhooks(pluginmanager: OpgraphPluginManager) -> None:
+def opgraph_addhooks(pluginmanager: pluggy.PluginManager) -> None:
     """Add hookspecs of your own, so other packages can extend yours.
 
     Called once for each plugin, when it is registered (historic: a plugin registered

@@ -8,7 +8,15 @@ from opgraph.configdefaults import config as _config
 
 # ``from theano.tensor import Apply, Variable, Constant`` works in Theano (the seeds use it).
 from opgraph.graph.basic import Apply, Constant, Variable
-from opgraph.tensor import blas, extra_ops, nlinalg, nnet, shared_randomstreams, slinalg
+from opgraph.tensor import (
+    blas,
+    extra_ops,
+    nlinalg,
+    nnet,
+    shared_randomstreams,
+    sharedvar,
+    slinalg,
+)
 from opgraph.tensor import random as raw_random
 from opgraph.tensor.autodiff import Lop, Rop, grad
 from opgraph.tensor.axes import *

@@ -7,15 +7,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from opgraph.graph.basic import Variable
 from opgraph.tensor.basic import addbroadcast, as_tensor_variable
 from opgraph.tensor.elemwise import DimShuffle
-
-if TYPE_CHECKING:
-    from opgraph.tensor.variable import TensorVariable
 
 __all__ = [
     "expand_dims",
@@ -27,7 +25,7 @@ __all__ = [
 ]
 
 
-def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> TensorVariable:
+def squeeze(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
     """``x`` without its broadcastable dimensions (or only those in ``axis``).
 
     A dimension named in ``axis`` that is not broadcastable is checked to have length 1 at
@@ -59,7 +57,7 @@ def _normalize_axes(axis: Any, ndim: int, what: str) -> list[int]:
     return out
 
 
-def expand_dims(x: Any, axis: int | Sequence[int]) -> TensorVariable:
+def expand_dims(x: Any, axis: int | Sequence[int]) -> Variable:
     """``x`` with new broadcastable length-1 dimensions at positions ``axis`` (NumPy's rule)."""
     x = as_tensor_variable(x)
     n_new = 1 if isinstance(axis, int | np.integer) else len(axis)
@@ -75,19 +73,19 @@ def expand_dims(x: Any, axis: int | Sequence[int]) -> TensorVariable:
     return DimShuffle(x.type.broadcastable, pattern)(x)
 
 
-def shape_padleft(t: Any, n_ones: int = 1) -> TensorVariable:
+def shape_padleft(t: Any, n_ones: int = 1) -> Variable:
     """``t`` with ``n_ones`` broadcastable dimensions added on the left."""
     t = as_tensor_variable(t)
     return DimShuffle(t.type.broadcastable, ["x"] * n_ones + list(range(t.type.ndim)))(t)
 
 
-def shape_padright(t: Any, n_ones: int = 1) -> TensorVariable:
+def shape_padright(t: Any, n_ones: int = 1) -> Variable:
     """``t`` with ``n_ones`` broadcastable dimensions added on the right."""
     t = as_tensor_variable(t)
     return DimShuffle(t.type.broadcastable, list(range(t.type.ndim)) + ["x"] * n_ones)(t)
 
 
-def shape_padaxis(t: Any, axis: int) -> TensorVariable:
+def shape_padaxis(t: Any, axis: int) -> Variable:
     """``t`` with a broadcastable dimension inserted at ``axis`` (negative counts from the end)."""
     t = as_tensor_variable(t)
     ndim = t.type.ndim + 1
@@ -99,7 +97,7 @@ def shape_padaxis(t: Any, axis: int) -> TensorVariable:
     return DimShuffle(t.type.broadcastable, pattern)(t)
 
 
-def transpose(x: Any, axes: Sequence[int] | None = None) -> TensorVariable:
+def transpose(x: Any, axes: Sequence[int] | None = None) -> Variable:
     """``x`` with its dimensions permuted by ``axes`` (reversed by default; named ``x.T``)."""
     x = as_tensor_variable(x)
     ndim = x.type.ndim

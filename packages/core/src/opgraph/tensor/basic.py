@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -18,9 +18,6 @@ from opgraph.graph.op import Op
 from opgraph.scalar.basic import _autocast_python
 from opgraph.scalar.type import ScalarType, get_scalar_type
 from opgraph.tensor.type import TensorType
-
-if TYPE_CHECKING:
-    from opgraph.tensor.variable import TensorConstant, TensorVariable
 
 __all__ = [
     "Rebroadcast",
@@ -41,7 +38,7 @@ class _AsTensorError(TypeError):
 
 def constant(
     x: Any, name: str | None = None, ndim: int | None = None, dtype: str | None = None
-) -> TensorConstant:
+) -> Constant:
     """Return a TensorConstant holding ``x``.
 
     Python numbers get Theano's dtype: the smallest integer type that holds them, float32
@@ -71,7 +68,7 @@ def constant(
     return ttype.make_constant(arr, name=name)  # type: ignore[return-value]
 
 
-def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None) -> TensorVariable:
+def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None) -> Variable:
     """Return ``x`` as a tensor Variable: variables pass through, values become constants.
 
     Raises TypeError (naming what was given) for objects that cannot be tensors.
@@ -97,7 +94,7 @@ def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None)
 
 
 @functools.singledispatch
-def as_tensor_of_value(x: Any, name: str | None, ndim: int | None) -> TensorVariable:
+def as_tensor_of_value(x: Any, name: str | None, ndim: int | None) -> Variable:
     """``as_tensor_variable`` of anything but a Variable or an Apply: a constant by default.
 
     Modules above this one register the types they build symbolically:
@@ -167,7 +164,7 @@ class Rebroadcast(Op):
         return [None if eval_points[0] is None else self(eval_points[0])]
 
 
-def patternbroadcast(x: Any, broadcastable: Sequence[bool]) -> TensorVariable:
+def patternbroadcast(x: Any, broadcastable: Sequence[bool]) -> Variable:
     """Return ``x`` with the given broadcastable pattern (a Rebroadcast, or ``x`` itself)."""
     x = as_tensor_variable(x)
     changes = [
@@ -180,7 +177,7 @@ def patternbroadcast(x: Any, broadcastable: Sequence[bool]) -> TensorVariable:
     return Rebroadcast(*changes)(x)
 
 
-def specify_broadcastable_type(var: Variable, target: TensorType) -> TensorVariable:
+def specify_broadcastable_type(var: Variable, target: TensorType) -> Variable:
     """Convert ``var`` to ``target`` (same dtype and ndim) by adjusting broadcastable flags."""
     return patternbroadcast(var, target.broadcastable)
 
@@ -188,7 +185,7 @@ def specify_broadcastable_type(var: Variable, target: TensorType) -> TensorVaria
 TensorType.rebroadcast = staticmethod(specify_broadcastable_type)  # type: ignore[assignment]
 
 
-def unbroadcast(x: Any, *axes: int) -> TensorVariable:
+def unbroadcast(x: Any, *axes: int) -> Variable:
     """Make the given dimensions of ``x`` non-broadcastable (Theano's ``tensor.unbroadcast``)."""
     x = as_tensor_variable(x)
     pattern = list(x.type.broadcastable)
@@ -197,7 +194,7 @@ def unbroadcast(x: Any, *axes: int) -> TensorVariable:
     return patternbroadcast(x, pattern)
 
 
-def addbroadcast(x: Any, *axes: int) -> TensorVariable:
+def addbroadcast(x: Any, *axes: int) -> Variable:
     """Make the given dimensions of ``x`` broadcastable (checked at run time)."""
     x = as_tensor_variable(x)
     pattern = list(x.type.broadcastable)

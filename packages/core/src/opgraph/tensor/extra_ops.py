@@ -7,7 +7,7 @@ searchsorted, unique) are in :mod:`opgraph.tensor.index_ops`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -45,9 +45,6 @@ from opgraph.tensor.structure import alloc
 from opgraph.tensor.subtensor import getitem, take
 from opgraph.tensor.type import TensorType
 
-if TYPE_CHECKING:
-    from opgraph.tensor.variable import TensorVariable
-
 __all__ = [
     "BinCountOp",
     "DiffOp",
@@ -84,7 +81,7 @@ def _check_axis(op: Any, axis: int | None, ndim: int) -> None:
         raise ValueError(f"{op}: axis {axis} is out of range for {ndim} dimension(s)")
 
 
-def _int_tensor(x: Any, what: str, ndim: int | None = None) -> TensorVariable:
+def _int_tensor(x: Any, what: str, ndim: int | None = None) -> Variable:
     v = as_tensor_variable(x)
     if v.type.dtype not in integer_dtypes:
         raise TypeError(f"{what} must have an integer dtype, got {v} of type {v.type}")
@@ -228,7 +225,7 @@ class SegmentSum(Op):
         return [self(eval_points[0], inputs[1])]
 
 
-def repeat(x: Any, repeats: Any, axis: int | None = None) -> TensorVariable:
+def repeat(x: Any, repeats: Any, axis: int | None = None) -> Variable:
     """``x`` with each element repeated ``repeats`` times along ``axis`` (NumPy's repeat).
 
     A scalar count builds ``Alloc`` + ``Reshape`` (as Theano does); a vector of counts, a
@@ -305,7 +302,7 @@ def nonzero(a: Any, return_matrix: bool = False) -> Any:
     return tuple(getitem(matrix, i) for i in range(matrix.owner.inputs[0].type.ndim))
 
 
-def flatnonzero(a: Any) -> TensorVariable:
+def flatnonzero(a: Any) -> Variable:
     """Indices of the non-zero elements of the flattened ``a``."""
     a = as_tensor_variable(a)
     if a.type.ndim == 0:
@@ -313,13 +310,13 @@ def flatnonzero(a: Any) -> TensorVariable:
     return nonzero(flatten(a))[0]
 
 
-def nonzero_values(a: Any) -> TensorVariable:
+def nonzero_values(a: Any) -> Variable:
     """The non-zero elements of ``a``, flattened."""
     a = as_tensor_variable(a)
     return getitem(flatten(a), flatnonzero(a))
 
 
-def compress(condition: Any, x: Any, axis: int | None = None) -> TensorVariable:
+def compress(condition: Any, x: Any, axis: int | None = None) -> Variable:
     """The slices of ``x`` along ``axis`` where ``condition`` is true (NumPy's compress)."""
     return take(x, flatnonzero(condition), axis=axis)
 
@@ -382,7 +379,7 @@ class DiffOp(Op):
         return [self(eval_points[0])]
 
 
-def diff(x: Any, n: int = 1, axis: int = -1) -> TensorVariable:
+def diff(x: Any, n: int = 1, axis: int = -1) -> Variable:
     """The ``n``-th discrete difference of ``x`` along ``axis`` (NumPy's diff)."""
     return DiffOp(n=n, axis=axis)(x)
 
@@ -440,7 +437,7 @@ class BinCountOp(Op):
 
 def bincount(
     x: Any, weights: Any = None, minlength: Any = None, assert_nonneg: bool = False
-) -> TensorVariable:
+) -> Variable:
     """Occurrences of each value in the int vector ``x`` (NumPy's bincount).
 
     Negative values are always an error at run time (``assert_nonneg`` is accepted for
@@ -502,6 +499,6 @@ class FillDiagonal(Op):
 _fill_diagonal = FillDiagonal()
 
 
-def fill_diagonal(a: Any, val: Any) -> TensorVariable:
+def fill_diagonal(a: Any, val: Any) -> Variable:
     """A copy of ``a`` with its main diagonal set to ``val`` (NumPy's fill_diagonal)."""
     return _fill_diagonal(a, val)

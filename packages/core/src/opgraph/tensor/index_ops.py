@@ -7,7 +7,7 @@ zero and integer inputs are disconnected. ``unique``'s values have no gradient.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -18,9 +18,6 @@ from opgraph.graph.op import Op
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.shape import as_shape_vector, get_vector_length, integer_dtypes
 from opgraph.tensor.type import TensorType
-
-if TYPE_CHECKING:
-    from opgraph.tensor.variable import TensorVariable
 
 __all__ = [
     "RavelMultiIndex",
@@ -36,7 +33,7 @@ __all__ = [
 _ORDERS = ("C", "F")
 
 
-def _indices(x: Any, what: str) -> TensorVariable:
+def _indices(x: Any, what: str) -> Variable:
     v = as_tensor_variable(x)
     if v.type.dtype not in integer_dtypes:
         raise TypeError(f"{what} must have an integer dtype, got {v} of type {v.type}")
@@ -89,7 +86,7 @@ class UnravelIndex(Op):
         return [disconnected_type(), disconnected_type()]
 
 
-def unravel_index(indices: Any, dims: Any, order: str = "C") -> tuple[TensorVariable, ...]:
+def unravel_index(indices: Any, dims: Any, order: str = "C") -> tuple[Variable, ...]:
     """The multi-dimensional indices of the flat ``indices`` into shape ``dims`` (a tuple)."""
     out = UnravelIndex(order)(indices, dims, return_list=True)
     return tuple(out)
@@ -155,7 +152,7 @@ class RavelMultiIndex(Op):
 
 def ravel_multi_index(
     multi_index: Sequence[Any], dims: Any, mode: str = "raise", order: str = "C"
-) -> TensorVariable:
+) -> Variable:
     """Flat indices of the index arrays ``multi_index`` into an array of shape ``dims``."""
     if not isinstance(multi_index, list | tuple):
         raise TypeError("ravel_multi_index: multi_index must be a tuple of index arrays")
@@ -204,7 +201,7 @@ class SearchsortedOp(Op):
         return grads + [disconnected_type()] * (len(inputs) - 2)
 
 
-def searchsorted(x: Any, v: Any, side: str = "left", sorter: Any = None) -> TensorVariable:
+def searchsorted(x: Any, v: Any, side: str = "left", sorter: Any = None) -> Variable:
     """Indices where ``v`` would be inserted into the sorted vector ``x`` (NumPy's)."""
     return SearchsortedOp(side)(x, v, sorter)
 

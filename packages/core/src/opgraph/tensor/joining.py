@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -34,9 +34,6 @@ from opgraph.tensor.shape import (
 from opgraph.tensor.structure import alloc, ones
 from opgraph.tensor.subtensor import getitem
 from opgraph.tensor.type import TensorType
-
-if TYPE_CHECKING:
-    from opgraph.tensor.variable import TensorVariable
 
 __all__ = ["Join", "Split", "concatenate", "join", "roll", "split", "stack", "tile"]
 
@@ -181,14 +178,14 @@ class Join(Op):
 _join = Join()
 
 
-def join(axis: Any, *tensors: Any) -> TensorVariable:
+def join(axis: Any, *tensors: Any) -> Variable:
     """The tensors concatenated along ``axis`` (one tensor is returned as it is)."""
     if len(tensors) == 1:
         return as_tensor_variable(tensors[0])
     return _join(axis, *tensors)
 
 
-def concatenate(tensor_list: Sequence[Any], axis: Any = 0) -> TensorVariable:
+def concatenate(tensor_list: Sequence[Any], axis: Any = 0) -> Variable:
     """The tensors of ``tensor_list`` concatenated along ``axis`` (NumPy's concatenate)."""
     if not isinstance(tensor_list, list | tuple):
         raise TypeError(
@@ -211,7 +208,7 @@ def _as_tensor(t: Any) -> Any:
     return t
 
 
-def stack(*args: Any, **kwargs: Any) -> TensorVariable:
+def stack(*args: Any, **kwargs: Any) -> Variable:
     """Tensors of the same shape joined along a new dimension ``axis``: ``stack([a, b], axis=0)``.
 
     Scalars give a ``MakeVector`` of their common dtype. The Theano 0.x form
@@ -260,7 +257,7 @@ def _flatten(x: Any) -> list[Any]:
 
 @as_tensor_of_value.register(list)
 @as_tensor_of_value.register(tuple)
-def _as_tensor_of_sequence(x: Any, name: str | None, ndim: int | None) -> TensorVariable:
+def _as_tensor_of_sequence(x: Any, name: str | None, ndim: int | None) -> Variable:
     """``as_tensor_variable([a, b])``: a ``stack`` when the list holds variables."""
     if any(isinstance(e, Variable) for e in _flatten(x)):
         return stack([as_tensor_variable(e) for e in x])
@@ -402,7 +399,7 @@ def _reps_elements(reps: Any, ndim: int | None, x_ndim: int) -> tuple[list[Any],
     return [getitem(padded, i) for i in range(ndim)], ndim
 
 
-def tile(x: Any, reps: Any, ndim: int | None = None) -> TensorVariable:
+def tile(x: Any, reps: Any, ndim: int | None = None) -> Variable:
     """``x`` repeated ``reps[i]`` times along each dimension ``i`` (NumPy's ``tile``).
 
     ``reps`` is an int, an int scalar, a sequence of them, or an int vector (then give ``ndim``
@@ -431,7 +428,7 @@ def tile(x: Any, reps: Any, ndim: int | None = None) -> TensorVariable:
     return reshape(y, new_shape, ndim=ndim)
 
 
-def roll(x: Any, shift: Any, axis: Any = None) -> TensorVariable:
+def roll(x: Any, shift: Any, axis: Any = None) -> Variable:
     """``x`` with its elements shifted by ``shift`` along ``axis`` (flattened when None).
 
     Elements that roll past the end come back at the start (NumPy's ``roll``); ``shift``

@@ -11,7 +11,7 @@ without evaluating it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -33,9 +33,6 @@ from opgraph.tensor.basic import Rebroadcast, TensorFromScalar, as_tensor_variab
 from opgraph.tensor.elemwise import DimShuffle
 from opgraph.tensor.subtensor import get_idx_list, getitem
 from opgraph.tensor.type import TensorType
-
-if TYPE_CHECKING:
-    from opgraph.tensor.variable import TensorVariable
 
 __all__ = [
     "MakeVector",
@@ -94,7 +91,7 @@ def scalar_constant(v: Any) -> Any:
     return None
 
 
-def int_scalar(x: Any, what: str) -> TensorVariable:
+def int_scalar(x: Any, what: str) -> Variable:
     """``x`` as a 0-d integer tensor, or a TypeError naming ``what``."""
     try:
         v = as_tensor_variable(x)
@@ -108,7 +105,7 @@ def int_scalar(x: Any, what: str) -> TensorVariable:
     return v
 
 
-def as_int64(d: Dim) -> TensorVariable:
+def as_int64(d: Dim) -> Variable:
     """A dimension (Python int or 0-d integer variable) as an int64 0-d tensor."""
     if isinstance(d, Variable):
         return tm.cast(d, "int64")  # type: ignore[return-value]
@@ -205,7 +202,7 @@ def vector_elements(v: Any, n: int | None = None) -> list[Dim]:
     return [getitem(v, i) for i in range(n)]
 
 
-def as_shape_vector(shape: Any, what: str) -> TensorVariable:
+def as_shape_vector(shape: Any, what: str) -> Variable:
     """A shape given as ints, int scalars or a symbolic int vector, as an integer vector.
 
     Python ints become a constant; a sequence holding variables becomes a ``MakeVector``.
@@ -283,7 +280,7 @@ class MakeVector(Op):
         return [self(*eval_points)]
 
 
-def make_vector(*scalars: Any, dtype: str | None = None) -> TensorVariable:
+def make_vector(*scalars: Any, dtype: str | None = None) -> Variable:
     """A ``MakeVector`` of ``scalars`` in their common dtype (or ``dtype``)."""
     tensors = [as_tensor_variable(s) for s in scalars]
     if dtype is None:
@@ -323,7 +320,7 @@ class Shape(Op):
 _shape = Shape()
 
 
-def shape(x: Any) -> TensorVariable:
+def shape(x: Any) -> Variable:
     """The symbolic shape of ``x``: an int64 vector (``x.shape``)."""
     return _shape(x)
 
@@ -426,7 +423,7 @@ class SpecifyShape(Op):
 _specify_shape = SpecifyShape()
 
 
-def specify_shape(x: Any, shape: Any) -> TensorVariable:
+def specify_shape(x: Any, shape: Any) -> Variable:
     """``x``, checked at run time to have ``shape`` (a tuple of ints/scalars or a vector)."""
     return _specify_shape(x, shape)
 
@@ -535,7 +532,7 @@ def _floordiv(a: Dim, b: Any) -> Dim:
     return tm.int_div(as_int64(a), tm.maximum(as_int64(b), 1))
 
 
-def reshape(x: Any, newshape: Any, ndim: int | None = None) -> TensorVariable:
+def reshape(x: Any, newshape: Any, ndim: int | None = None) -> Variable:
     """``x`` with shape ``newshape`` (ints, scalars or an int vector; one entry may be -1).
 
     ``ndim`` is needed only when ``newshape`` is a symbolic vector of unknown length. A size
@@ -554,7 +551,7 @@ def reshape(x: Any, newshape: Any, ndim: int | None = None) -> TensorVariable:
     return Reshape(ndim)(x, shp)
 
 
-def flatten(x: Any, ndim: int = 1, outdim: int | None = None) -> TensorVariable:
+def flatten(x: Any, ndim: int = 1, outdim: int | None = None) -> Variable:
     """Collapse the trailing dimensions of ``x`` so the result has ``ndim`` dimensions.
 
     Returns a ``Reshape{ndim}`` (as Theano 1.0 does; there is no separate Flatten op). The

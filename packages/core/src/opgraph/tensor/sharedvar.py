@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from opgraph.compile.sharedvalue import SharedVariable
+from opgraph.compile.sharedvalue import SharedVariable, add_core_shared_constructor
 from opgraph.configdefaults import config
 from opgraph.tensor.random_ops import random_generator_type, random_state_type
 from opgraph.tensor.type import TensorType
@@ -104,3 +104,9 @@ def random_shared_constructor(
         strict=strict,
         allow_downcast=allow_downcast,
     )
+
+
+# shared() builds tensors and random states with these (registered from here: the compile
+# layer, below, never imports the tensor library).
+add_core_shared_constructor(tensor_shared_constructor, options=True)
+add_core_shared_constructor(random_shared_constructor)

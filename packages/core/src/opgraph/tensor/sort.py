@@ -7,7 +7,7 @@ from: ``PermuteAlongAxis`` applies the inverse of the sorting permutation.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -21,15 +21,12 @@ from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.shape import flatten, int_scalar, integer_dtypes, scalar_constant
 from opgraph.tensor.type import TensorType
 
-if TYPE_CHECKING:
-    from opgraph.tensor.variable import TensorVariable
-
 __all__ = ["ArgSortOp", "PermuteAlongAxis", "SortOp", "argsort", "sort"]
 
 _KINDS = ("quicksort", "mergesort", "heapsort", "stable")
 
 
-def _axis_input(op: Op, a: Variable, axis: Any) -> TensorVariable:
+def _axis_input(op: Op, a: Variable, axis: Any) -> Variable:
     """The axis input: an int scalar, checked against ``a``'s rank when it is a constant."""
     if axis is None:
         raise TypeError(
@@ -172,14 +169,12 @@ class PermuteAlongAxis(Op):
 _permute_along_axis = PermuteAlongAxis()
 
 
-def permute_along_axis(x: Any, perm: Any, axis: Any) -> TensorVariable:
+def permute_along_axis(x: Any, perm: Any, axis: Any) -> Variable:
     """``np.take_along_axis(x, perm, axis)`` for a permutation ``perm`` (see PermuteAlongAxis)."""
     return _permute_along_axis(x, perm, axis)
 
 
-def sort(
-    a: Any, axis: int | Any = -1, kind: str = "quicksort", order: Any = None
-) -> TensorVariable:
+def sort(a: Any, axis: int | Any = -1, kind: str = "quicksort", order: Any = None) -> Variable:
     """A sorted copy of ``a`` along ``axis`` (the flattened ``a`` when ``axis`` is None)."""
     a = as_tensor_variable(a)
     if axis is None:
@@ -187,9 +182,7 @@ def sort(
     return SortOp(kind, order)(a, axis)
 
 
-def argsort(
-    a: Any, axis: int | Any = -1, kind: str = "quicksort", order: Any = None
-) -> TensorVariable:
+def argsort(a: Any, axis: int | Any = -1, kind: str = "quicksort", order: Any = None) -> Variable:
     """The int64 indices that sort ``a`` along ``axis`` (of the flattened ``a`` when None)."""
     a = as_tensor_variable(a)
     if axis is None:

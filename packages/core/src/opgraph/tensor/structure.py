@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -28,9 +28,6 @@ from opgraph.tensor.shape import (
     vector_elements,
 )
 from opgraph.tensor.type import TensorType
-
-if TYPE_CHECKING:
-    from opgraph.tensor.variable import TensorVariable
 
 __all__ = [
     "ARange",
@@ -191,7 +188,7 @@ class Alloc(Op):
 _alloc = Alloc()
 
 
-def alloc(value: Any, *shape: Any) -> TensorVariable:
+def alloc(value: Any, *shape: Any) -> Variable:
     """``value`` broadcast to the shape given by the int scalars ``shape`` (a new array)."""
     return _alloc(value, *shape)
 
@@ -232,17 +229,17 @@ def _fill_dtype(dtype: str | None) -> str:
     return config.floatX if dtype is None else str(np.dtype(dtype))
 
 
-def zeros(shape: Any, dtype: str | None = None) -> TensorVariable:
+def zeros(shape: Any, dtype: str | None = None) -> Variable:
     """Zeros of ``shape`` (ints, int scalars or an int vector) and ``dtype`` (floatX)."""
     return alloc(np.array(0, dtype=_fill_dtype(dtype)), *shape_arguments(shape, "zeros' shape"))
 
 
-def ones(shape: Any, dtype: str | None = None) -> TensorVariable:
+def ones(shape: Any, dtype: str | None = None) -> Variable:
     """Ones of ``shape`` (ints, int scalars or an int vector) and ``dtype`` (floatX)."""
     return alloc(np.array(1, dtype=_fill_dtype(dtype)), *shape_arguments(shape, "ones' shape"))
 
 
-def full(shape: Any, fill_value: Any, dtype: str | None = None) -> TensorVariable:
+def full(shape: Any, fill_value: Any, dtype: str | None = None) -> Variable:
     """``fill_value`` (a scalar, maybe symbolic) broadcast to ``shape`` (NumPy's ``full``)."""
     value = as_tensor_variable(fill_value)
     if dtype is not None and value.type.dtype != str(np.dtype(dtype)):
@@ -256,7 +253,7 @@ def full(shape: Any, fill_value: Any, dtype: str | None = None) -> TensorVariabl
 # ARange, Eye
 
 
-def _scalar_input(op: Op, name: str, x: Any) -> TensorVariable:
+def _scalar_input(op: Op, name: str, x: Any) -> Variable:
     v = as_tensor_variable(x)
     if v.type.ndim != 0:
         raise TypeError(f"{op}: {name} must be a scalar, got {v} of type {v.type}")
@@ -337,7 +334,7 @@ class ARange(Op):
 _arange: dict[str, ARange] = {}
 
 
-def arange(start: Any, stop: Any = None, step: Any = 1, dtype: str | None = None) -> TensorVariable:
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: str | None = None) -> Variable:
     """``[start, start + step, ...)`` below ``stop``, as NumPy's ``arange``.
 
     With one argument it is ``stop`` and ``start`` is 0. The default dtype follows Theano:
@@ -400,12 +397,12 @@ class Eye(Op):
         return [disconnected_type() for _ in inputs]
 
 
-def eye(n: Any, m: Any = None, k: Any = 0, dtype: str | None = None) -> TensorVariable:
+def eye(n: Any, m: Any = None, k: Any = 0, dtype: str | None = None) -> Variable:
     """The ``n`` x ``m`` (``n`` x ``n``) matrix with ones on diagonal ``k`` (NumPy's ``eye``)."""
     return Eye(dtype)(n, n if m is None else m, k)
 
 
-def identity_like(x: Any) -> TensorVariable:
+def identity_like(x: Any) -> Variable:
     """The identity matrix of ``x``'s shape and dtype (``x`` a matrix)."""
     x = as_tensor_variable(x)
     if x.type.ndim != 2:
