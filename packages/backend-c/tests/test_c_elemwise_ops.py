@@ -201,3 +201,24 @@ def test_ternary_ops(rng: np.random.Generator) -> None:
     compare(
         [c, x, y, z], outputs, [cv, xv, xv - 1, xv + 1], ["switch", "clip", "cast", "cast_bool"]
     )
+
+
+@pytest.mark.parametrize("n", [200_000, 1_000_003, 4_096 * 37 + 5])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_threaded_loops_give_the_one_thread_result_bit_for_bit(
+    n: int, dtype: str, rng: np.random.Generator
+) -> None:
+    # The parallel loop hands fixed chunks to whichever thread is free: the result must not
+    # depend on that (nor on the chunk boundaries, so n is not a multiple of them).
+    from opgraph.configdefaults import config
+
+    x = T.vector("x", dtype=dtype)
+    expr = T.exp(-(x**2)) * T.sin(x) + 0.5 * x
+    value = rng.uniform(-3, 3, n).astype(dtype)
+    results = {}
+    for threads in (True, False):
+        with config.change_flags(openmp=threads, c__openmp_threshold=1):
+            f = function([x], expr, mode=Mode(linker="c", optimizer="fast_run"))
+            results[threads] = f(value)
+    assert results[True].dtype == np.dtype(dtype)
+    assert np.array_equal(results[True], results[False])

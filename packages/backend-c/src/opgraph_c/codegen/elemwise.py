@@ -9,7 +9,8 @@ each):
   in every dimension are read once, before the loop. This is the loop gcc vectorises,
   transcendentals included (libmvec);
 - ``strided(n, ptrs, steps)``: one dimension, any byte steps (0 for a broadcast operand);
-- ``parallel(n, ptrs, nthreads)`` (with OpenMP): ``contig`` over one static chunk per thread.
+- ``parallel(n, ptrs, nthreads)`` (with OpenMP): ``contig`` over fixed chunks that idle
+  threads take dynamically.
 
 It exports them in the ``ELEMWISE_KERNEL`` capsule read by
 :class:`opgraph_c._elemwise.ElemwiseThunk`. A kernel is a :class:`~opgraph_c.spec.BundlePart`:
@@ -307,9 +308,12 @@ def _strided(in_dtypes: Sequence[str], out_dtypes: Sequence[str]) -> str:
 
 _PARALLEL = f'''\
 cdef void parallel{ID}(ptrdiff_t n, char** ptrs, int nthreads) noexcept nogil:
-    """The contiguous loop over one static chunk per OpenMP thread."""
-    cdef ptrdiff_t chunk = (n + nthreads - 1) // nthreads
+    """The contiguous loop in fixed chunks that the OpenMP threads take as they come free:
+    a thread whose core is taken by another process holds up one chunk, not a share of the
+    loop. Chunks are multiples of 64 elements (cache-line aligned splits), at least 16 per
+    thread; each element is computed alone, so the result does not depend on who ran it."""
+    cdef ptrdiff_t chunk = max(4096, (n // (16 * nthreads) + 63) // 64 * 64)
     cdef ptrdiff_t c
-    for c in prange(nthreads, num_threads=nthreads, schedule="static"):
+    for c in prange((n + chunk - 1) // chunk, num_threads=nthreads, schedule="dynamic"):
         contig{ID}(c * chunk, min(n, (c + 1) * chunk), ptrs)
 '''
