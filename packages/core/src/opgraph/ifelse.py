@@ -19,7 +19,7 @@ import numpy as np
 
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import DisconnectedType, disconnected_type
 from opgraph.graph.op import Op, OutputStorage, Thunk
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.math import cast, sum_to_broadcastable, zeros_like
@@ -161,8 +161,8 @@ class IfElse(Op):
         else_grads: list[Variable] = []
         for t, f, g in zip(thens, elses, output_grads, strict=True):
             if isinstance(g.type, DisconnectedType) or not _is_float(t):
-                then_grads.append(DisconnectedType()())
-                else_grads.append(DisconnectedType()())
+                then_grads.append(disconnected_type())
+                else_grads.append(disconnected_type())
                 continue
             g = _fit_grad(g, t)
             then_grads.append(ifelse(cond, g, zeros_like(t), name=_suffix(self.name, "_grad_t")))

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
-from opgraph.graph.null_type import DisconnectedType, NullType
+from opgraph.graph.null_type import DisconnectedType, NullType, disconnected_type
 from opgraph.graph.traversal import io_toposort
 from opgraph.graph.utils import MethodNotDefined, first_user_line
 from opgraph.tensor.basic import as_tensor_variable
@@ -79,7 +79,7 @@ def _backprop(
             continue
         for k, g in enumerate(out_grads):
             if g is None:
-                out_grads[k] = DisconnectedType()()
+                out_grads[k] = disconnected_type()
         null = next((g for g in out_grads if _is_null(g)), None)
         if null is not None:
             # An undefined gradient stays undefined upstream: no L_op to call on it.
@@ -220,7 +220,7 @@ def grad(
             if return_disconnected == "zero":
                 g = zeros_like_grad(w)
             elif return_disconnected == "Disconnected":
-                g = DisconnectedType()()
+                g = disconnected_type()
         elif _is_null(g) and null_gradients == "raise":
             raise NullTypeGradError(
                 f"grad encountered a NaN/undefined gradient for {w}: {g.type.why_null}"

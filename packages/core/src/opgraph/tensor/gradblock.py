@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import disconnected_type
 from opgraph.graph.op import Op
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.math import zeros_like_grad
@@ -37,7 +37,7 @@ class GradBlock(Op):
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
         if self.mode == "zero":
             return [zeros_like_grad(inputs[0])]
-        return [DisconnectedType()()]
+        return [disconnected_type()]
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
         return list(input_shapes)

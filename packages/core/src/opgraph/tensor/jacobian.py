@@ -23,7 +23,7 @@ from opgraph.compile.function import function as compile_function
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.clone import clone_replace
-from opgraph.graph.null_type import DisconnectedType, NullType
+from opgraph.graph.null_type import DisconnectedType, NullType, disconnected_type
 from opgraph.graph.op import Op, OutputStorage
 from opgraph.graph.traversal import graph_inputs
 from opgraph.tensor.autodiff import grad
@@ -210,7 +210,7 @@ class JacobianOp(Op):
                 gi = g.type()
                 g_sum.append((g, gi))
             known[o_in] = known[o_in] + gi if o_in in known else gi
-        disconnected = [DisconnectedType()() for _ in inputs]
+        disconnected = [disconnected_type() for _ in inputs]
         wrt = [v for v in (*seq_in, *nonseq_in) if _is_float(v)]
         if not known or not wrt:
             return disconnected

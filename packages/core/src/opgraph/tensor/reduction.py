@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from opgraph.graph.basic import Apply, Variable
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import DisconnectedType, disconnected_type
 from opgraph.graph.op import Op
 from opgraph.scalar.type import discrete_dtypes
 from opgraph.tensor.basic import as_tensor_variable
@@ -192,7 +192,7 @@ class MaxAndArgmax(Op):
         g_max = output_grads[0]
         if isinstance(g_max.type, DisconnectedType):
             if isinstance(output_grads[1].type, DisconnectedType):
-                return [DisconnectedType()()]
+                return [disconnected_type()]
             return [_float_zeros(x)]
         if x.type.dtype not in _continuous:
             return [_float_zeros(x)]

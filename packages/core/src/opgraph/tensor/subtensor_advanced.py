@@ -22,7 +22,7 @@ import numpy as np
 import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Constant, Variable
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import disconnected_type
 from opgraph.graph.op import Op
 from opgraph.graph.type import Type
 from opgraph.graph.utils import MethodNotDefined
@@ -140,7 +140,7 @@ class MakeSlice(Op):
         return [[False] for _ in node.inputs]
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Variable]:
-        return [DisconnectedType()() for _ in inputs]
+        return [disconnected_type() for _ in inputs]
 
 
 make_slice = MakeSlice()
@@ -343,7 +343,7 @@ class AdvancedSubtensor1(Op):
             first = tm.zeros_like(x, dtype=_floatx())
         else:
             first = advanced_inc_subtensor1(tm.zeros_like(x), gz, ilist)
-        return [first, DisconnectedType()()]
+        return [first, disconnected_type()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
         if eval_points[0] is None:
@@ -413,7 +413,7 @@ class AdvancedIncSubtensor1(Op):
             lambda g: advanced_subtensor1(g, idx),
             lambda g, v: advanced_set_subtensor1(g, v, idx),
         )
-        return [gx, gy, DisconnectedType()()]
+        return [gx, gy, disconnected_type()]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
         return inc_R_op(self, inputs, eval_points)
@@ -479,7 +479,7 @@ class BaseAdvancedSubtensor(Op):
         else:
             inc = AdvancedBooleanIncSubtensor() if self.allow_bool else AdvancedIncSubtensor()
             first = inc(tm.zeros_like(x), gz, *rest)
-        return [first] + [DisconnectedType()() for _ in rest]
+        return [first] + [disconnected_type() for _ in rest]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
         if eval_points[0] is None:
@@ -560,7 +560,7 @@ class BaseAdvancedIncSubtensor(Op):
             lambda g: sub(g, *idx),
             lambda g, v: setter(g, v, *idx),
         )
-        return [gx, gy] + [DisconnectedType()() for _ in idx]
+        return [gx, gy] + [disconnected_type() for _ in idx]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
         return inc_R_op(self, inputs, eval_points)

@@ -20,7 +20,7 @@ import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import disconnected_type
 from opgraph.graph.op import Op
 from opgraph.printing.pprint import pprint
 from opgraph.scalar.type import ScalarType, discrete_dtypes, get_scalar_type
@@ -348,7 +348,7 @@ class Subtensor(Op):
             first = tm.zeros_like(x, dtype=_floatx())
         else:
             first = IncSubtensor(self.idx_list)(tm.zeros_like(x), gz, *rest)
-        return [first] + [DisconnectedType()() for _ in rest]
+        return [first] + [disconnected_type() for _ in rest]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
         if eval_points[0] is None:
@@ -450,7 +450,7 @@ class IncSubtensor(Op):
             lambda g: Subtensor(self.idx_list)(g, *idx),
             lambda g, v: IncSubtensor(self.idx_list, set_instead_of_inc=True)(g, v, *idx),
         )
-        return [gx, gy] + [DisconnectedType()() for _ in idx]
+        return [gx, gy] + [disconnected_type() for _ in idx]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Variable | None]) -> list[Any]:
         return inc_R_op(self, inputs, eval_points)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.graph.basic import Apply, Variable
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import DisconnectedType, disconnected_type
 from opgraph.graph.op import Op
 from opgraph.scalar.type import float_dtypes, upcast
 from opgraph.tensor import math as tm
@@ -199,7 +199,7 @@ class SoftmaxWithBias(Op):
     def L_op(self, inputs: Sequence[Variable], outputs: Sequence[Variable], grads: Any) -> list:
         (g_sm,) = grads
         if isinstance(g_sm.type, DisconnectedType):
-            return [DisconnectedType()(), DisconnectedType()()]
+            return [disconnected_type(), disconnected_type()]
         dx = softmax_grad(g_sm, outputs[0])
         return [dx, tm.sum(dx, axis=0)]
 
