@@ -200,14 +200,16 @@ def test_every_blas_op_has_a_precompiled_kernel() -> None:
 
 @pytest.mark.parametrize("dtype", ["complex128", "float16"])
 def test_other_dtypes_run_perform(dtype: str) -> None:
+    """Other dtypes run perform on purpose (NumPy's dot is one C call): no fallback."""
+    from opgraph_c import PERFORM
     from opgraph_c.pipeline import pipeline
 
     node = node_of(gemm_no_inplace, dtype, (2, 0, 2, 2, 0))
-    assert pipeline.resolve(get_registry().lookup(node.op), node).spec is None
+    assert pipeline.resolve(get_registry().lookup(node.op), node).spec is PERFORM
     mixed = _dot.make_node(T.dmatrix(), T.fmatrix())
-    assert pipeline.resolve(get_registry().lookup(mixed.op), mixed).spec is None
+    assert pipeline.resolve(get_registry().lookup(mixed.op), mixed).spec is PERFORM
     ints = _dot.make_node(T.lmatrix(), T.lmatrix())
-    assert pipeline.resolve(get_registry().lookup(ints.op), ints).spec is None
+    assert pipeline.resolve(get_registry().lookup(ints.op), ints).spec is PERFORM
 
 
 def test_missing_blas_extension_warns_and_runs_perform(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -582,7 +584,7 @@ def test_fast_run_graph_in_debug_mode() -> None:
 #
 # Mid-size matrix-vector products (Gemv, Dot) run opgraph_c._blas's own loops on OpenMP
 # threads instead of BLAS. The thunks are built here with explicit thread counts (the
-# registry's follow config.openmp and the machine's load), and native_gemv_stats() tells
+# registry's follow config.openmp and the calls' times), and native_gemv_stats() tells
 # which path a product took.
 
 #: (rows, columns) of matrices the native gemv runs; 777 x 301 leaves remainders everywhere.
@@ -614,10 +616,11 @@ GEMV_SCALARS = [(1.0, 0.0), (-0.1, 0.998), (2.5, 1.0), (0.5, -1.5)]
 def threaded_thunk(
     node: Apply, cells: dict[Any, list[Any]], nthreads: int, busy: bool = False
 ) -> Any:
-    """``node``'s Gemv or Dot thunk with ``nthreads`` threads (on one if ``busy``)."""
+    """``node``'s Gemv or Dot thunk with ``nthreads`` threads (on one if ``busy``: the
+    native loops on one thread, as an adaptive team chooses when threads are slower)."""
     args: dict[str, Any] = {
         "nthreads": nthreads,
-        "busy_load": 0.0 if busy else float("inf"),
+        "threshold": 10**12 if busy else 0,
         "adaptive": False,
     }
     in_cells = [cells[v] for v in node.inputs]
@@ -751,26 +754,25 @@ def test_native_gemv_does_not_depend_on_the_threads(
         np.testing.assert_array_equal(got, want, err_msg=f"{nthreads} threads")
 
 
-def test_native_gemv_times_one_thread_first(rng: np.random.Generator) -> None:
-    """An adaptive thunk's first products run on one thread (to time it); all its products
-    give the same bits, on however many threads they ran."""
+def test_native_gemv_times_threads_then_one_thread(rng: np.random.Generator) -> None:
+    """An adaptive thunk's first product runs on its threads and its second on one thread
+    (to time both); all its products give the same bits, however many threads ran them."""
     a, x = gemv_values("float64", (400, 784), "C", False, rng)
     node = node_of(_dot, "float64", (2, 1))
     cells = {v: [None] for v in (*node.inputs, *node.outputs)}
     cells[node.inputs[0]][0], cells[node.inputs[1]][0] = a, x
     out = cells[node.outputs[0]]
-    thunk = _blas.DotThunk(
-        node, [cells[v] for v in node.inputs], [out], "float64", nthreads=2, busy_load=np.inf
-    )
+    thunk = _blas.DotThunk(node, [cells[v] for v in node.inputs], [out], "float64", nthreads=2)
     before = _blas.native_gemv_stats()
     thunk()
     want = out[0]
     thunk()
     after = _blas.native_gemv_stats()
-    assert after["calls"] == before["calls"] + 2 and after["threaded"] == before["threaded"]
-    for _ in range(5):
+    assert after["calls"] == before["calls"] + 2 and after["threaded"] == before["threaded"] + 1
+    for _ in range(40):
         thunk()
         np.testing.assert_array_equal(out[0], want)
+    assert _blas.native_gemv_stats()["probes"] > after["probes"]  # the other mode, now and then
     assert_gemv_close(want, 1.0, a, x, 0.0, None)
 
 

@@ -267,10 +267,10 @@ def test_threaded_paths_match_serial_exactly(
     dtype: str, rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With OpenMP from 1 element on, rows, split rows and column blocks are shared among
-    threads (even on a busy machine); the results are bitwise those of one thread (the
-    trees do not change)."""
+    threads (a team that does not time its calls: always threads); the results are bitwise
+    those of one thread (the trees do not change)."""
     monkeypatch.setattr(_threads, "thread_limit", lambda: 4)
-    monkeypatch.setattr(_threads, "busy_load", lambda: float("inf"))
+    monkeypatch.setitem(_threads.POLICY, "reduce", (False, True))
     x = T.TensorType(dtype, (False, False))("x")
     outputs = [T.sum(x, axis=0), T.sum(x, axis=1), T.sum(x), T.sum(x, axis=1, acc_dtype=dtype)]
     outputs += [CAReduce(ps.maximum, 1)(x), CAReduce(ps.minimum, 0)(x), T.prod(x, axis=1)]
@@ -288,23 +288,24 @@ def test_threaded_paths_match_serial_exactly(
             _check_against_perform(threaded, ref, layout)
 
 
-def test_busy_machine_runs_one_thread_with_the_same_result(
+def test_adaptive_team_switches_between_one_thread_and_threads_with_the_same_result(
     rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A load average at or above ``busy_load`` keeps the kernel on one thread."""
-    assert _threads.load_average() >= 0.0
+    """The default (adaptive) team runs its first calls on threads, then one thread, then
+    whichever was faster, probing the other now and then: every result is the same."""
     x = T.dmatrix("x")
     monkeypatch.setattr(_threads, "thread_limit", lambda: 4)
     xv = rng.standard_normal((300, 2000))
-    results = []
-    for busy_load in (0.0, float("inf")):
-        monkeypatch.setattr(_threads, "busy_load", lambda b=busy_load: b)
-        with config.change_flags(openmp=True, c__openmp_threshold=1):
-            f, ref = _compile([x], [T.sum(x, axis=0), T.sum(x)])
-        results.append(f(xv))
-        _check_against_perform(f, ref, xv)
-    for a, b in zip(*results, strict=True):
-        np.testing.assert_array_equal(a, b)
+    before = _threads.timed_stats()
+    with config.change_flags(openmp=True, c__openmp_threshold=1):
+        f, ref = _compile([x], [T.sum(x, axis=0), T.sum(x)])
+    first = f(xv)
+    _check_against_perform(f, ref, xv)
+    for _ in range(40):
+        for a, b in zip(f(xv), first, strict=True):
+            np.testing.assert_array_equal(a, b)
+    after = _threads.timed_stats()
+    assert after["threaded"] > before["threaded"] and after["probes"] > before["probes"]
 
 
 def test_openmp_off_matches(rng: np.random.Generator) -> None:

@@ -14,7 +14,10 @@ from opgraph.compile.function import function
 from opgraph.compile.mode import Mode, get_mode
 from opgraph.compile.ops import as_op
 from opgraph.compile.sharedvalue import shared
+from opgraph.graph.basic import Apply
+from opgraph.graph.op import Op
 from opgraph.ifelse import ifelse
+from opgraph.link.dispatch import KernelFallbackWarning
 from opgraph.plugins import get_plugin_manager
 from opgraph.testing import assert_allclose, check_modes
 
@@ -38,18 +41,28 @@ def test_check_modes_with_c_linker(rng: np.random.Generator) -> None:
 
 
 def test_nodes_without_kernel_run_perform_and_are_marked(rng: np.random.Generator) -> None:
-    @as_op(itypes=[T.dmatrix, T.dmatrix], otypes=[T.dmatrix])
-    def product(a, b):  # an Op no backend has a kernel for
-        return a @ b
+    class Product(Op):  # an Op no backend has a kernel for
+        __props__ = ()
+
+        def make_node(self, a, b):  # type: ignore[no-untyped-def]
+            return Apply(self, [a, b], [a.type()])
+
+        def perform(self, node, inputs, out):  # type: ignore[no-untyped-def]
+            out[0][0] = inputs[0] @ inputs[1]
+
+    @as_op(itypes=[T.dmatrix], otypes=[T.dmatrix])
+    def double(a):  # a user's Python function: perform on purpose, no mark
+        return 2 * a
 
     a, b = T.dmatrix("a"), T.dmatrix("b")
-    f = function([a, b], T.exp(product(a, b)), mode=Mode(linker="c"), profile=True)
+    with pytest.warns(KernelFallbackWarning, match="no kernel for Product"):
+        f = function([a, b], double(T.exp(Product()(a, b))), mode=Mode(linker="c"), profile=True)
     av, bv = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
-    assert_allclose(f(av, bv), np.exp(av @ bv))
+    assert_allclose(f(av, bv), 2 * np.exp(av @ bv))
     profile = f.profile
     impls = {type(n.op).__name__: impl for n, impl in profile.apply_impl.items()}
-    assert impls["Elemwise"] == "c"
-    assert [type(n.op).__name__ for n in profile.py_fallback] == ["FromFunctionOp"]
+    assert impls == {"Elemwise": "c", "Product": "Py", "FromFunctionOp": "Py"}
+    assert [type(n.op).__name__ for n in profile.py_fallback] == ["Product"]
 
 
 def test_allow_gc_frees_intermediates(rng: np.random.Generator) -> None:
@@ -140,7 +153,6 @@ def test_opgraph_namespace_still_works_like_theano() -> None:
 
 def test_missing_compiler_warns_and_runs_perform(rng: np.random.Generator) -> None:
     from opgraph.configdefaults import config
-    from opgraph.link.dispatch import KernelFallbackWarning
     from opgraph_c import pipeline
 
     pipeline._compiler_warned = False

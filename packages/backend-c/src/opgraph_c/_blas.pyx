@@ -41,16 +41,17 @@ cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 from cython.parallel cimport prange
 from libc.limits cimport INT_MAX
-from libc.math cimport INFINITY
 
-from opgraph_c._threads cimport Team, monotonic, team_init, team_size, team_timed
+from opgraph_c._threads cimport (
+    Team, blas_threads, have_blas_threads, monotonic, team_init, team_size, team_timed
+)
 from opgraph_c._vm cimport CThunk
 
 import re
 
 import numpy as np
 
-from opgraph_c._threads import timed_stats
+from opgraph_c._threads import find_blas_threads, timed_stats
 
 cnp.import_array()
 
@@ -144,6 +145,12 @@ def _cython_blas():
     return cython_blas
 
 
+def routine_address(str family, str letter) -> int:
+    """The address of SciPy's ``<letter><family>`` (``"gemm", "d"``), its signature checked
+    against :data:`SIGNATURES`: for backend-c's other extensions (``opgraph_c._batched``)."""
+    return <size_t>_routine(_cython_blas().__pyx_capi__, family, letter)
+
+
 def _load_blas():
     """Read the routines' addresses from ``scipy.linalg.cython_blas`` (once, at import)."""
     global _sgemm, _dgemm, _sgemv, _dgemv, _sger, _dger, _sdot, _ddot
@@ -159,11 +166,16 @@ def _load_blas():
 
 
 _load_blas()
+#: The OpenBLAS whose threads the gemm thunks set per product (None: OpenBLAS decides).
+BLAS_THREADS_LIBRARY = find_blas_threads()
 
 
 cdef enum:
     # Release the GIL from this many multiply-adds on (releasing costs ~100 ns).
     NOGIL_WORK = 4096
+    # From this many multiply-adds on a gemm may run on several OpenBLAS threads (below,
+    # OpenBLAS runs one anyway): the thunk's team chooses how many.
+    GEMM_THREADS_WORK = 262144
     # How an operand is handed to BLAS (see _layout).
     COL = 0
     ROW = 1
@@ -315,9 +327,9 @@ cdef Py_ssize_t _native_calls = 0
 def native_gemv_stats():
     """Counts of this process's native gemv (a diagnostic; the tests read from it which
     path a product took): ``calls`` (products it computed), ``threaded`` (on several
-    threads), ``backoffs`` (times it went back to one thread: ``_threads.team_timed``)."""
-    stats = timed_stats()
-    return {"calls": _native_calls, "threaded": stats["threaded"], "backoffs": stats["backoffs"]}
+    threads) and the counts of :func:`opgraph_c._threads.timed_stats` (``probes``,
+    ``switches``: over every adaptive team of the process)."""
+    return {"calls": _native_calls, **timed_stats()}
 
 
 cdef inline bint _gemv_native(int typenum, char trans, int M, int N, int incx,
@@ -566,12 +578,15 @@ cdef inline cnp.ndarray _matrix_for_blas(cnp.ndarray a, int* layout, int* ld):
 
 
 cdef int _gemm(int typenum, double alpha, cnp.ndarray x, cnp.ndarray y, double beta,
-               cnp.ndarray out) except -1:
+               cnp.ndarray out, Team* team) except -1:
     """``out <- alpha * x @ y + beta * out`` (``beta == 0``: ``out`` is not read).
 
     ``out`` must have a BLAS layout (COL or ROW); ``x`` and ``y`` are copied if they have
-    none. Sizes are non-zero and fit in int (the caller checks).
+    none. Sizes are non-zero and fit in int (the caller checks). Products big enough for
+    OpenBLAS to thread run on ``team``'s choice of its threads (:mod:`opgraph_c._threads`).
     """
+    cdef int threads, before
+    cdef double start
     cdef int m = <int>cnp.PyArray_DIM(x, 0), k = <int>cnp.PyArray_DIM(x, 1)
     cdef int n = <int>cnp.PyArray_DIM(y, 1)
     cdef int ldo, ldx, ldy, lx, ly, M, N, lda, ldb
@@ -592,7 +607,16 @@ cdef int _gemm(int typenum, double alpha, cnp.ndarray x, cnp.ndarray y, double b
         tb = c"N" if lx == ROW else c"T"
         A, lda, B, ldb = cnp.PyArray_BYTES(y), ldy, cnp.PyArray_BYTES(x), ldx
     cdef char* C = cnp.PyArray_BYTES(out)
-    if <Py_ssize_t>M * N * k >= NOGIL_WORK:
+    cdef Py_ssize_t work = <Py_ssize_t>M * N * k
+    if work >= GEMM_THREADS_WORK and team.nthreads > 1 and have_blas_threads():
+        threads = team_size(team, work)
+        start = monotonic()
+        with nogil:
+            before = blas_threads(threads)
+            _xgemm(typenum, ta, tb, M, N, k, alpha, A, lda, B, ldb, beta, C, ldo)
+            blas_threads(before)
+        team_timed(team, threads, monotonic() - start, work)
+    elif work >= NOGIL_WORK:
         with nogil:
             _xgemm(typenum, ta, tb, M, N, k, alpha, A, lda, B, ldb, beta, C, ldo)
     else:
@@ -696,13 +720,13 @@ cdef class BlasThunk(CThunk):
         The node's storage cells.
     dtype
         The operands' dtype: ``float32`` or ``float64``.
-    nthreads, busy_load, adaptive, threshold
+    nthreads, adaptive, threshold
         Matrix-vector products (``Gemv``, ``Dot``) of mid-size matrices run the native loops
-        on up to ``nthreads`` threads (1: BLAS only), on one thread while the 1-minute load
-        average is ``busy_load`` or more (the machine's CPU count), below ``threshold``
-        matrix elements or, if ``adaptive``, while threads do not pay (see
-        :mod:`opgraph_c._threads`; not ``adaptive``: tests and benchmarks pick the
-        threads).
+        on up to ``nthreads`` threads (1: BLAS only), on one thread below ``threshold``
+        matrix elements or, if ``adaptive``, while recent calls found one thread faster
+        (see :mod:`opgraph_c._threads`; not ``adaptive``: tests and benchmarks pick the
+        threads). Matrix products big enough for OpenBLAS to thread run on one or
+        ``nthreads`` of its threads, chosen the same way (1: OpenBLAS's own choice).
     """
 
     cdef public object node
@@ -712,7 +736,7 @@ cdef class BlasThunk(CThunk):
     cdef Team team
 
     def __init__(self, node, list in_cells, list out_cells, dtype, int nthreads=1,
-                 double busy_load=INFINITY, bint adaptive=True, Py_ssize_t threshold=0):
+                 bint adaptive=True, Py_ssize_t threshold=0):
         dtype = np.dtype(dtype)
         if dtype.num not in (cnp.NPY_FLOAT, cnp.NPY_DOUBLE):
             raise TypeError(f"{type(self).__name__} runs float32 or float64 BLAS, not {dtype}")
@@ -722,7 +746,7 @@ cdef class BlasThunk(CThunk):
         self.inputs, self.outputs = in_cells, out_cells
         self.lazy = False
         self.typenum = dtype.num
-        team_init(&self.team, nthreads, busy_load, threshold, adaptive)
+        team_init(&self.team, nthreads, threshold, adaptive)
 
     cdef inline object _value(self, int i):
         return (<list>self.in_cells[i])[0]
@@ -742,8 +766,10 @@ cdef class GemmThunk(BlasThunk):
 
     cdef bint inplace
 
-    def __init__(self, node, list in_cells, list out_cells, dtype, bint inplace):
-        BlasThunk.__init__(self, node, in_cells, out_cells, dtype)
+    def __init__(self, node, list in_cells, list out_cells, dtype, bint inplace,
+                 int nthreads=1, bint adaptive=True, Py_ssize_t threshold=0):
+        BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, adaptive,
+                           threshold)
         self.inplace = inplace
 
     cdef int run(self) except -1:
@@ -768,16 +794,16 @@ cdef class GemmThunk(BlasThunk):
                 return self._fallback()
             if _layout(z, &ld) == BAD or _overlap(z, x) or _overlap(z, y):
                 tmp = _fortran_copy(z) if beta != 0 else _empty(2, cnp.PyArray_DIMS(z), t, 1)
-                _gemm(t, alpha, x, y, beta, tmp)
+                _gemm(t, alpha, x, y, beta, tmp, &self.team)
                 cnp.PyArray_CopyInto(z, tmp)
             else:
-                _gemm(t, alpha, x, y, beta, z)
+                _gemm(t, alpha, x, y, beta, z, &self.team)
             return self._store(z)
         cdef bint fortran = cnp.PyArray_IS_F_CONTIGUOUS(z) and not cnp.PyArray_IS_C_CONTIGUOUS(z)
         out = _empty(2, cnp.PyArray_DIMS(z), t, fortran)
         if beta != 0:
             cnp.PyArray_CopyInto(out, z)
-        _gemm(t, alpha, x, y, beta, out)
+        _gemm(t, alpha, x, y, beta, out, &self.team)
         return self._store(out)
 
 
@@ -786,8 +812,10 @@ cdef class Dot22Thunk(BlasThunk):
 
     cdef bint scaled
 
-    def __init__(self, node, list in_cells, list out_cells, dtype, bint scaled):
-        BlasThunk.__init__(self, node, in_cells, out_cells, dtype)
+    def __init__(self, node, list in_cells, list out_cells, dtype, bint scaled,
+                 int nthreads=1, bint adaptive=True, Py_ssize_t threshold=0):
+        BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, adaptive,
+                           threshold)
         self.scaled = scaled
 
     cdef int run(self) except -1:
@@ -807,7 +835,7 @@ cdef class Dot22Thunk(BlasThunk):
             return self._fallback()
         dims[0], dims[1] = m, n
         cdef cnp.ndarray out = _empty(2, dims, t, 0)
-        _gemm(t, alpha, x, y, 0.0, out)
+        _gemm(t, alpha, x, y, 0.0, out, &self.team)
         return self._store(out)
 
 
@@ -817,10 +845,9 @@ cdef class GemvThunk(BlasThunk):
     cdef bint inplace
 
     def __init__(self, node, list in_cells, list out_cells, dtype, bint inplace,
-                 int nthreads=1, double busy_load=INFINITY, bint adaptive=True,
-                 Py_ssize_t threshold=0):
-        BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, busy_load,
-                           adaptive, threshold)
+                 int nthreads=1, bint adaptive=True, Py_ssize_t threshold=0):
+        BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, adaptive,
+                           threshold)
         self.inplace = inplace
 
     cdef int run(self) except -1:
@@ -904,9 +931,9 @@ cdef class DotThunk(BlasThunk):
     cdef int xnd, ynd
 
     def __init__(self, node, list in_cells, list out_cells, dtype, int nthreads=1,
-                 double busy_load=INFINITY, bint adaptive=True, Py_ssize_t threshold=0):
-        BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, busy_load,
-                           adaptive, threshold)
+                 bint adaptive=True, Py_ssize_t threshold=0):
+        BlasThunk.__init__(self, node, in_cells, out_cells, dtype, nthreads, adaptive,
+                           threshold)
         self.xnd = node.inputs[0].type.ndim
         self.ynd = node.inputs[1].type.ndim
         if self.xnd not in (1, 2) or self.ynd not in (1, 2):
@@ -937,7 +964,7 @@ cdef class DotThunk(BlasThunk):
         if nd == 0:
             _vdot(t, x, y, out)
         elif nd == 2:
-            _gemm(t, 1.0, x, y, 0.0, out)
+            _gemm(t, 1.0, x, y, 0.0, out, &self.team)
         elif self.xnd == 2:  # matrix @ vector
             _gemv(t, 1.0, x, False, y, 0.0, out, 1, &self.team)
         else:  # vector @ matrix = y.T @ x

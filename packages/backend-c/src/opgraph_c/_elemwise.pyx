@@ -20,10 +20,9 @@ innermost one.
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.ref cimport PyObject
-from libc.math cimport INFINITY
 
 from opgraph_c._pool cimport POOL_MIN_BYTES, pooled_empty
-from opgraph_c._threads cimport Team, team_init, team_size
+from opgraph_c._threads cimport Team, monotonic, team_init, team_size, team_timed
 from opgraph_c._vm cimport CThunk
 from opgraph_c.abi cimport OPG_ELEMWISE_ABI, opg_elemwise_kernel
 
@@ -121,10 +120,10 @@ cdef class ElemwiseThunk(CThunk):
         Per input, whether the kernel reads it once per loop (every dimension broadcastable).
     inplace
         ``{output: input}`` whose buffer the output overwrites.
-    threshold, nthreads, busy_load, adaptive
+    threshold, nthreads, adaptive
         The thread team (:mod:`opgraph_c._threads`): the parallel loop on up to
-        ``nthreads`` threads from ``threshold`` elements on, while the 1-minute load
-        average is below ``busy_load`` (inf: whatever the load).
+        ``nthreads`` threads from ``threshold`` elements on; if ``adaptive``, only while
+        recent calls found threads faster than one thread.
     """
 
     cdef object module
@@ -144,7 +143,7 @@ cdef class ElemwiseThunk(CThunk):
 
     def __init__(self, module, capsule, node, list in_cells, list out_cells, in_dtypes,
                  out_dtypes, bcast, hoisted, dict inplace, Py_ssize_t threshold,
-                 int nthreads, double busy_load=INFINITY, bint adaptive=False):
+                 int nthreads, bint adaptive=False):
         if not PyCapsule_IsValid(capsule, b"opgraph_c.elemwise"):
             raise TypeError(f"{module!r} has no valid ELEMWISE_KERNEL capsule")
         self.k = <opg_elemwise_kernel*>PyCapsule_GetPointer(capsule, b"opgraph_c.elemwise")
@@ -177,8 +176,7 @@ cdef class ElemwiseThunk(CThunk):
             self.itemsize[nin + j] = self.out_dtypes[j].itemsize
             self.inplace[j] = inplace.get(j, -1)
             self.reuse[j] = 0
-        team_init(&self.team, nthreads if self.k.parallel != NULL else 1, busy_load,
-                  threshold, adaptive)
+        team_init(&self.team, nthreads if self.k.parallel != NULL else 1, threshold, adaptive)
 
     def set_output_reuse(self, flags):
         """Per output, what the array kept in its cell from the last call may be used for.
@@ -308,6 +306,7 @@ cdef class ElemwiseThunk(CThunk):
 
     cdef int _compute(self, list arrays, Py_ssize_t* shape, Py_ssize_t size) except -1:
         cdef int nops = self.nin + self.nout, nd = self.ndim, m = 0, i, d, nthreads
+        cdef double start
         cdef char* ptrs[MAX_OPERANDS]
         cdef ptrdiff_t strides[MAX_OPERANDS][MAX_DIMS]
         cdef Py_ssize_t cshape[MAX_DIMS]
@@ -323,9 +322,15 @@ cdef class ElemwiseThunk(CThunk):
                 flat = False
         if flat:
             nthreads = team_size(&self.team, size)
-            if nthreads > 1:
+            if self.team.nthreads > 1 and size >= self.team.threshold:
+                # the team chooses between one thread and its threads by these times
+                start = monotonic()
                 with nogil:
-                    k.parallel(size, ptrs, nthreads)
+                    if nthreads > 1:
+                        k.parallel(size, ptrs, nthreads)
+                    else:
+                        k.contig(0, size, ptrs)
+                team_timed(&self.team, nthreads, monotonic() - start, size)
             elif size >= NOGIL_SIZE:
                 with nogil:
                     k.contig(0, size, ptrs)

@@ -23,7 +23,7 @@ threads.
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 
-from opgraph_c._threads cimport Team, team_init, team_size
+from opgraph_c._threads cimport Team, monotonic, team_init, team_size, team_timed
 from opgraph_c._vm cimport CThunk
 from opgraph_c.abi cimport OPG_REDUCE_ABI, opg_reduce_fn, opg_reduce_kernel
 
@@ -67,10 +67,10 @@ cdef class ReduceThunk(CThunk):
         The node's storage cells (one input, one output).
     axes
         The reduced axes of the input.
-    threshold, nthreads, busy_load, adaptive
+    threshold, nthreads, adaptive
         The thread team (:mod:`opgraph_c._threads`): up to ``nthreads`` OpenMP threads
-        from ``threshold`` input elements on (when the module was built with OpenMP),
-        while the 1-minute load average is below ``busy_load`` (inf: always).
+        from ``threshold`` input elements on (when the module was built with OpenMP); if
+        ``adaptive``, only while recent calls found threads faster than one thread.
     """
 
     cdef object module
@@ -83,9 +83,10 @@ cdef class ReduceThunk(CThunk):
     cdef Py_ssize_t itemsize, out_itemsize
     cdef unsigned char reduced[MAX_DIMS]
     cdef Team team
+    cdef int used_nt  # the threads the last _reduce ran on
 
     def __init__(self, module, capsule, node, list in_cells, list out_cells, axes,
-                 Py_ssize_t threshold, int nthreads, double busy_load, bint adaptive=False):
+                 Py_ssize_t threshold, int nthreads, bint adaptive=False):
         if not PyCapsule_IsValid(capsule, b"opgraph_c.reduce"):
             raise TypeError(f"{module!r} has no valid REDUCE_KERNEL capsule")
         self.k = <opg_reduce_kernel*>PyCapsule_GetPointer(capsule, b"opgraph_c.reduce")
@@ -113,7 +114,7 @@ cdef class ReduceThunk(CThunk):
         self.out_typenum, self.out_itemsize = out_dtype.num, out_dtype.itemsize
         for d in range(ndim):
             self.reduced[d] = d in axes
-        team_init(&self.team, nthreads if self.k.openmp else 1, busy_load, threshold, adaptive)
+        team_init(&self.team, nthreads if self.k.openmp else 1, threshold, adaptive)
 
     cdef int run(self) except -1:
         cdef object value = (<list>self.in_cells[0])[0]
@@ -123,14 +124,29 @@ cdef class ReduceThunk(CThunk):
             if (cnp.PyArray_TYPE(x) == self.typenum and cnp.PyArray_ISALIGNED(x)
                     and cnp.PyArray_ISNOTSWAPPED(x) and cnp.PyArray_NDIM(x) == self.ndim
                     and cnp.PyArray_SIZE(x) > 0):
-                (<list>self.out_cells[0])[0] = self._reduce(x)
+                (<list>self.out_cells[0])[0] = self._timed_reduce(x)
                 return 0
         # Empty (the identity, or perform's error), or a value perform must convert/reject.
         self.perform(self.node, [value], self.out_cells)
         return 0
 
-    cdef cnp.ndarray _reduce(self, cnp.ndarray x):
-        cdef int nd = self.ndim, d, i, j, nk = 0, nr = 0, no = 0, nt
+    cdef cnp.ndarray _timed_reduce(self, cnp.ndarray x):
+        """``_reduce`` on the team's choice of threads, timed for the team (when it has a
+        choice to make)."""
+        cdef Py_ssize_t size = cnp.PyArray_SIZE(x)
+        cdef int nt = team_size(&self.team, size)
+        if self.team.nthreads <= 1 or size < self.team.threshold:
+            return self._reduce(x, nt)
+        cdef double start = monotonic()
+        out = self._reduce(x, nt)
+        team_timed(&self.team, self.used_nt, monotonic() - start, size)
+        return out
+
+    cdef cnp.ndarray _reduce(self, cnp.ndarray x, int nt):
+        """The reduction of ``x`` (non-empty, the node's dtype and rank), the kernel on
+        ``nt`` threads (``used_nt`` says how many it used)."""
+        cdef int nd = self.ndim, d, i, j, nk = 0, nr = 0, no = 0
+        self.used_nt = nt
         cdef Py_ssize_t kshape[MAX_DIMS]
         cdef Py_ssize_t kstride[MAX_DIMS]
         cdef Py_ssize_t rshape[MAX_DIMS]
@@ -172,9 +188,8 @@ cdef class ReduceThunk(CThunk):
         nr = _collapse(rshape, rstride, nr)
         out = cnp.PyArray_EMPTY(no, oshape, self.out_typenum, 0)
         out_ptr = cnp.PyArray_BYTES(out)
-        nt = team_size(&self.team, size)
         if nr > 1:
-            return self._reduce_copy(x, out)
+            return self._reduce_copy(x, out, nt)
         R = rshape[0] if nr else 1
         sr = rstride[0] if nr else self.itemsize
         if nk <= 1:
@@ -188,7 +203,9 @@ cdef class ReduceThunk(CThunk):
             return out
         # Several kept dimensions that do not merge: one call per outer kept index.
         K, sk = kshape[nk - 1], kstride[nk - 1]
-        nt = team_size(&self.team, K * R)
+        if K * R < self.team.threshold:  # each call is small: one thread each
+            nt = 1
+            self.used_nt = 1
         outer = size // (K * R)
         for d in range(nk - 1):
             idx[d] = 0
@@ -208,11 +225,10 @@ cdef class ReduceThunk(CThunk):
                     d -= 1
         return out
 
-    cdef cnp.ndarray _reduce_copy(self, cnp.ndarray x, cnp.ndarray out):
+    cdef cnp.ndarray _reduce_copy(self, cnp.ndarray x, cnp.ndarray out, int nt):
         """Reduced dimensions that do not merge: reduce a C-ordered (kept, reduced) copy."""
         cdef Py_ssize_t size = cnp.PyArray_SIZE(x)
         cdef Py_ssize_t K = cnp.PyArray_SIZE(out), R = size // K
-        cdef int nt = team_size(&self.team, size)
         kept = [a for a in range(self.ndim) if not self.reduced[a]]
         axes = [a for a in range(self.ndim) if self.reduced[a]]
         cdef cnp.ndarray xc = np.ascontiguousarray(x.transpose(kept + axes))

@@ -3,54 +3,113 @@
 
 A threaded kernel's thunk (:class:`opgraph_c._elemwise.ElemwiseThunk`,
 :class:`opgraph_c._reduce.ReduceThunk`, the native gemv of :mod:`opgraph_c._blas`) keeps a
-:c:type:`Team` and asks :c:func:`team_size` before each call how many threads to use:
+:c:type:`Team`, asks :c:func:`team_size` before each call how many threads to use, and
+reports how long the call took with :c:func:`team_timed`. It runs on one thread:
 
-- one below the team's ``threshold`` (elements), or when it has one thread
-  (``config.openmp`` off, one usable CPU);
-- one in a child forked from this process: GNU OpenMP's threads are not forked, and a
+- below the team's ``threshold`` (elements), or when the team has one thread
+  (``config.openmp`` off, one usable CPU: :func:`thread_limit` counts the CPUs of the
+  process's affinity mask, capped by its cgroup's CPU quota);
+- in a child forked from this process: GNU OpenMP's threads are not forked, and a
   parallel region would wait for them forever;
-- one while the machine is busy, for the kernels whose :data:`POLICY` says so: the 1-minute
-  load average (read at most once a second) at or above ``busy_load``, the machine's CPU
-  count. A threaded region's threads join at its end, so one waiting for a CPU (a
-  scheduler time slice, milliseconds) holds up all;
-- for an ``adaptive`` team (the native gemv), one while threads did not pay lately: the
-  team's first ``ONE_THREAD_CALLS`` calls run on one thread, to time it; after
-  ``SLOW_CALLS`` threaded calls in a row slower (per element) than its fastest on one
-  thread, or one ``STALLED`` times slower, every adaptive team runs on one thread for
-  ``BACKOFF_MIN`` seconds, twice as long each time threads are still slow after that, up
-  to ``BACKOFF_MAX`` (:c:func:`team_timed` records the calls). The load average misses
-  this process's other threads (OpenBLAS's spin after each threaded call) and calls too
-  rare to find their threads awake; the timing catches both.
+- for an ``adaptive`` team (every kernel's, :data:`POLICY`), while one thread is faster.
+
+**Adaptive teams measure instead of guessing.** A threaded region ends when its last
+thread is done; on a busy machine (another process on a core, OpenBLAS's threads spinning
+after a product, a cgroup quota) a thread that waits for a CPU holds up the region for a
+scheduler time slice, and a 2-thread loop loses to one thread. No load figure sees this in
+time (the load average lags by a minute). So each team keeps the time per element of its
+recent calls on one thread and on its threads (a moving average over the calls of the mode
+in use, the latest probe for the other), runs the faster mode, and probes the other one
+call in ``probe_every``: every ``PROBE_MIN`` calls after a change of conditions, twice as
+rarely after each probe that did not change the choice, down to one call in ``PROBE_MAX``.
+A probe that wins is tried for ``TRIAL_CALLS`` calls: a team that switches back within
+them counts it as a lucky call (threads are fast when the other thread happens to find a
+free core) and keeps probing rarely. When the
+machine gets busy the threaded calls slow down and the team moves to one thread within a
+few calls; when it gets quiet a probe finds threads fast again. Probes cost at most one
+call in ``PROBE_MAX`` once the choice is stable.
+
+OpenMP's threads wait passively between regions (``OMP_WAIT_POLICY=PASSIVE``, set by
+:mod:`opgraph_c` before the OpenMP runtime loads, unless the environment sets
+``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``): a thread spinning for milliseconds after each
+region takes the CPU that OpenBLAS's threads, or the next kernel's, need.
+
+SciPy's OpenBLAS threads its products too, and on a busy machine loses to one thread the
+same way. The BLAS thunks of :mod:`opgraph_c._blas` keep a team for it as well and set the
+calling thread's OpenBLAS thread count for each product (:c:func:`blas_threads`, through
+OpenBLAS's ``openblas_set_num_threads_local``, found by :func:`find_blas_threads`; without
+it OpenBLAS keeps its own count).
 
 Threaded kernels give the same result on any number of threads, so this decides speed
 only. :data:`POLICY` says which rules each kernel follows, and :func:`team_options` gives
 the arguments a kernel's thunk is made with.
 """
 
-from libc.math cimport INFINITY
-from libc.time cimport time, time_t
+from libc.math cimport ceil
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 import os
 
 
-cdef extern from "stdlib.h" nogil:
-    int getloadavg(double* loadavg, int nelem)
-
-
 cdef enum:
-    ONE_THREAD_CALLS = 2
-    SLOW_CALLS = 3
-    STALLED = 20
-cdef double BACKOFF_MIN = 0.01
-cdef double BACKOFF_MAX = 5.0
+    # A probe of the mode not in use every PROBE_MIN calls after a switch, doubling up to
+    # PROBE_MAX while probes confirm the choice.
+    PROBE_MIN = 8
+    PROBE_MAX = 1024
+    # A probe's win is tried for this many calls: switching back within them counts as a
+    # failed probe (a lucky call on a busy machine), after them as a change of conditions.
+    TRIAL_CALLS = 4
+
+# Weight of the newest call in the moving average of the mode in use.
+cdef double ALPHA = 0.25
 
 cdef bint _forked = False  # in a child forked from this process: one thread, always
-cdef double _backoff_until = 0.0  # CLOCK_MONOTONIC seconds: adaptive teams on one thread
-cdef double _backoff = BACKOFF_MIN  # the next back-off's length
-cdef Py_ssize_t _threaded_calls = 0, _backoffs = 0
-cdef time_t _load_time = 0
-cdef double _load = 0.0
+cdef Py_ssize_t _threaded_calls = 0, _switches = 0, _probes = 0
+
+
+ctypedef int (*set_threads_fn)(int) noexcept nogil
+# OpenBLAS's openblas_set_num_threads_local of the library scipy.linalg.cython_blas calls
+cdef set_threads_fn _blas_set_local = NULL
+
+
+cdef int blas_threads(int n) noexcept nogil:
+    """Set the calling thread's OpenBLAS thread count to ``n``; the previous count, or -1
+    (nothing set) when :func:`find_blas_threads` found no such control."""
+    if _blas_set_local == NULL:
+        return -1
+    return _blas_set_local(n)
+
+
+cdef bint have_blas_threads() noexcept nogil:
+    """Whether :c:func:`blas_threads` sets anything."""
+    return _blas_set_local != NULL
+
+
+def find_blas_threads() -> str | None:
+    """Find ``openblas_set_num_threads_local`` in the OpenBLAS that SciPy's BLAS wrappers
+    call (the one loaded library named ``*openblas*`` outside NumPy's wheel folder, which
+    holds NumPy's own); returns its path, or None (then OpenBLAS keeps its own threads)."""
+    global _blas_set_local
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            fields = [line.split(None, 5) for line in f]
+        paths = {parts[5].strip() for parts in fields if len(parts) == 6}
+    except OSError:
+        return None
+    found = sorted(
+        p for p in paths
+        if "openblas" in os.path.basename(p).lower() and "numpy.libs" not in p
+    )
+    if len(found) != 1:
+        return None
+    try:
+        fn = ctypes.CDLL(found[0]).openblas_set_num_threads_local
+    except (OSError, AttributeError):
+        return None
+    _blas_set_local = <set_threads_fn><size_t>ctypes.cast(fn, ctypes.c_void_p).value
+    return found[0]
 
 
 def _after_fork_in_child():
@@ -68,116 +127,187 @@ cdef double monotonic() noexcept nogil:
     return ts.tv_sec + 1e-9 * ts.tv_nsec
 
 
-cdef double _load_average() noexcept:
-    """The 1-minute load average, read at most once a second (0 when unknown)."""
-    global _load_time, _load
-    cdef time_t now = time(NULL)
-    cdef double avg[1]
-    if now != _load_time:
-        _load_time = now
-        _load = avg[0] if getloadavg(avg, 1) == 1 else 0.0
-    return _load
-
-
-cdef void team_init(Team* team, int nthreads, double busy_load, Py_ssize_t threshold,
-                    bint adaptive) noexcept:
+cdef void team_init(Team* team, int nthreads, Py_ssize_t threshold, bint adaptive) noexcept:
     """A team of at most ``nthreads`` threads (see the module's docstring)."""
     team.nthreads = nthreads if nthreads > 1 else 1
-    team.busy_load = busy_load
     team.threshold = threshold
     team.adaptive = adaptive
-    team.one_calls = 0
-    team.one = INFINITY
-    team.slow = 0
+    team.t_one = 0.0
+    team.t_many = 0.0
+    team.calls = 0
+    team.probe_every = PROBE_MIN
+    team.next_probe = PROBE_MIN
+    team.probing = False
+    team.trial = 0
 
 
-cdef int team_size(Team* team, Py_ssize_t size) noexcept:
+cdef inline bint _many_in_favour(Team* team) noexcept nogil:
+    return team.t_many < team.t_one
+
+
+cdef int team_size(Team* team, Py_ssize_t size) noexcept nogil:
     """How many threads ``team``'s kernel runs ``size`` elements on now (1 or
     ``team.nthreads``)."""
-    if team.nthreads <= 1 or size < team.threshold:
+    if team.nthreads <= 1 or size < team.threshold or _forked:
         return 1
-    if _forked or _load_average() >= team.busy_load:
+    if not team.adaptive:
+        return team.nthreads
+    team.probing = False
+    if team.t_many == 0.0:  # not timed yet: threads first, then one thread
+        return team.nthreads
+    if team.t_one == 0.0:
         return 1
-    if team.adaptive and (team.one_calls < ONE_THREAD_CALLS or monotonic() < _backoff_until):
-        return 1
-    return team.nthreads
+    cdef bint many = _many_in_favour(team)
+    if team.calls >= team.next_probe:
+        team.probing = True
+        many = not many
+    return team.nthreads if many else 1
 
 
-cdef void team_timed(Team* team, int threads, double seconds, Py_ssize_t size) noexcept:
-    """Record a call of ``size`` elements on ``threads`` threads that took ``seconds``;
-    back off to one thread after SLOW_CALLS threaded calls in a row slower than one
-    thread, or one STALLED times slower."""
-    global _backoff_until, _backoff, _backoffs, _threaded_calls
-    cdef double per = seconds / size if size > 0 else 0.0
+cdef void team_timed(Team* team, int threads, double seconds, Py_ssize_t size) noexcept nogil:
+    """Record a call of ``size`` elements on ``threads`` threads that took ``seconds``
+    (the team's choice of mode follows these times: see the module's docstring)."""
+    global _threaded_calls, _switches, _probes
     if threads > 1:
         _threaded_calls += 1
-    if not team.adaptive:
+    if not team.adaptive or size <= 0 or team.nthreads <= 1:
         return
-    if threads <= 1:
-        team.one_calls += 1
-        team.one = min(team.one, per)
-        return
-    if per < team.one:
-        team.slow = 0
-        _backoff = BACKOFF_MIN
-        return
-    team.slow += 1
-    if team.slow >= SLOW_CALLS or per > STALLED * team.one:
-        team.slow = 0
-        _backoff_until = monotonic() + _backoff
-        _backoff = min(2 * _backoff, BACKOFF_MAX)
-        _backoffs += 1
+    cdef double per = seconds / size
+    cdef bint before = _many_in_favour(team)
+    cdef bint known = team.t_one > 0.0 and team.t_many > 0.0
+    team.calls += 1
+    if team.probing:  # the other mode's latest time replaces its old estimate
+        _probes += 1
+        if threads > 1:
+            team.t_many = per
+        else:
+            team.t_one = per
+    elif threads > 1:
+        team.t_many = per if team.t_many == 0.0 else team.t_many + ALPHA * (per - team.t_many)
+    else:
+        team.t_one = per if team.t_one == 0.0 else team.t_one + ALPHA * (per - team.t_one)
+    if known and _many_in_favour(team) != before:
+        _switches += 1
+        if team.probing:  # the probed mode won: try it for TRIAL_CALLS calls
+            team.trial = TRIAL_CALLS
+            team.next_probe = team.calls + team.probe_every
+        elif team.trial > 0:  # back within the trial: the probe's win was luck
+            team.trial = 0
+            team.probe_every = min(2 * team.probe_every, <Py_ssize_t>PROBE_MAX)
+            team.next_probe = team.calls + team.probe_every
+        else:  # conditions changed: look at the other mode again soon
+            team.probe_every = PROBE_MIN
+            team.next_probe = team.calls + PROBE_MIN
+    elif team.probing:  # the probed mode lost again: probe half as often
+        team.probe_every = min(2 * team.probe_every, <Py_ssize_t>PROBE_MAX)
+        team.next_probe = team.calls + team.probe_every
+    elif team.trial > 0:
+        team.trial -= 1
+        if team.trial == 0:  # the probe's win held: conditions changed
+            team.probe_every = PROBE_MIN
+            team.next_probe = team.calls + PROBE_MIN
+    team.probing = False
 
 
-def load_average() -> float:
-    """The load average the policy last read (what decides whether threads are used)."""
-    return _load_average()
+cdef class TeamModel:
+    """A :c:type:`Team` driven from Python: what a kernel's team decides for given call
+    times (tests and diagnostics; kernels use the C functions directly).
+
+    ``TeamModel(nthreads, threshold=0, adaptive=True)``; :meth:`size` is ``team_size``,
+    :meth:`timed` is ``team_timed``.
+    """
+
+    cdef Team team
+
+    def __init__(self, int nthreads, Py_ssize_t threshold=0, bint adaptive=True):
+        team_init(&self.team, nthreads, threshold, adaptive)
+
+    def size(self, Py_ssize_t size) -> int:
+        """The threads the next call of ``size`` elements runs on."""
+        return team_size(&self.team, size)
+
+    def timed(self, int threads, double seconds, Py_ssize_t size) -> None:
+        """Record that call: ``threads`` threads, ``seconds`` long."""
+        team_timed(&self.team, threads, seconds, size)
+
+    @property
+    def probe_every(self) -> int:
+        """Calls between probes of the mode not in favour now."""
+        return self.team.probe_every
 
 
 def timed_stats() -> dict:
-    """Counts of the calls recorded by ``team_timed``: ``threaded`` (on several threads)
-    and ``backoffs`` (times the adaptive teams went back to one thread)."""
-    return {"threaded": _threaded_calls, "backoffs": _backoffs}
+    """Counts over this process's adaptive teams: ``threaded`` (calls on several threads),
+    ``probes`` (calls that timed the mode not in use) and ``switches`` (times a team
+    changed between one thread and its threads)."""
+    return {"threaded": _threaded_calls, "probes": _probes, "switches": _switches}
+
+
+def _cgroup_cpus() -> float | None:
+    """The CPUs this process's cgroup may use in a scheduling period (its quota over its
+    period), or None without a quota (cgroup v2 ``cpu.max``, else v1 ``cpu.cfs_*``)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: "0::/path"
+            try:
+                with open(f"/sys/fs/cgroup{path}/cpu.max") as f:
+                    quota, period = f.read().split()
+            except (OSError, ValueError):
+                continue
+            return None if quota == "max" else int(quota) / int(period)
+        if "cpu" in controllers.split(","):
+            base = f"/sys/fs/cgroup/{controllers}{path}"
+            for root in (base, "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"):
+                try:
+                    with open(f"{root}/cpu.cfs_quota_us") as f:
+                        quota = int(f.read())
+                    with open(f"{root}/cpu.cfs_period_us") as f:
+                        period = int(f.read())
+                except (OSError, ValueError):
+                    continue
+                return None if quota <= 0 else quota / period
+    return None
 
 
 def thread_limit() -> int:
-    """The CPUs this process may run on (its affinity mask): the most threads a team has."""
+    """The CPUs this process may run on: its affinity mask, capped by its cgroup's CPU
+    quota (rounded up); the most threads a team has."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def busy_load() -> float:
-    """The load average from which teams run on one thread: the machine's CPU count (its
-    CPUs are all busy; a thread of a team would wait for one, and the others for it)."""
-    return float(os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_cpus()
+    if quota is not None and quota > 0:
+        cpus = min(cpus, max(1, <int>ceil(quota)))
+    return max(cpus, 1)
 
 
 #: How each threaded kernel uses threads, the policy to change (issue 19): per kernel,
-#: (threads wait for a quiet machine: the load average below busy_load(); adaptive: timed
-#: against one thread, with the back-off; c__openmp_threshold applies). The elementwise
-#: loops use threads whatever the load, as they always did; the native gemv has its own
-#: size limits (opgraph_c._blas._gemv_native).
+#: (adaptive: timed against one thread, see the module's docstring; c__openmp_threshold
+#: applies). The native gemv has its own size limits (opgraph_c._blas._gemv_native).
 POLICY = {
-    "elemwise": (False, False, True),
-    "reduce": (True, False, True),
-    "gemv": (True, True, False),
+    "elemwise": (True, True),
+    "reduce": (True, True),
+    "gemv": (True, False),
 }
 
 
 def team_options(kernel: str) -> dict:
     """The team of a ``kernel`` thunk (a key of :data:`POLICY`) made now, as keyword
     arguments of its driver: ``nthreads`` (:func:`thread_limit`, 1 without
-    ``config.openmp``), ``busy_load``, ``adaptive`` and ``threshold``."""
+    ``config.openmp``), ``adaptive`` and ``threshold``."""
     from opgraph.configdefaults import config
 
-    watch_load, adaptive, use_threshold = POLICY[kernel]
+    adaptive, use_threshold = POLICY[kernel]
     openmp = bool(config.openmp) if "openmp" in config else False
     threshold = int(config.c__openmp_threshold) if "c__openmp_threshold" in config else 200_000
     return {
         "nthreads": thread_limit() if openmp else 1,
-        "busy_load": busy_load() if watch_load else INFINITY,
         "adaptive": adaptive,
         "threshold": threshold if use_threshold else 0,
     }

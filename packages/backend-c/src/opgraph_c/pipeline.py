@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
-from opgraph.link.dispatch import Kernel, KernelFallbackWarning, KernelRegistry
+from opgraph.link.dispatch import Kernel, KernelFallbackWarning, KernelRegistry, RunsPerform
 from opgraph_c.cache import BuildRequest, get_cache
 from opgraph_c.compiler import CompileError, get_toolchain
 from opgraph_c.spec import PERFORM, CModule, Precompiled
@@ -66,6 +66,8 @@ class NodePipeline:
 
     def resolve(self, kernel: Kernel, node: Apply) -> Resolution:
         """Ask ``kernel`` what to run for ``node``; a CModule gets its cache key."""
+        if isinstance(kernel.impl, RunsPerform):  # registered with register_perform
+            return Resolution(kernel, PERFORM)
         spec = kernel.impl(node.op, node)
         self.resolutions += 1
         if spec is None or spec is PERFORM or isinstance(spec, Precompiled):
@@ -87,8 +89,8 @@ class NodePipeline:
         requests = []
         for node in order:
             kernel = registry.lookup(node.op)
-            if kernel is None:
-                continue
+            if kernel is None or isinstance(kernel.impl, RunsPerform):
+                continue  # the registry runs perform for these itself
             res = self.resolve(kernel, node)
             with self._lock:
                 self._pending[node] = res

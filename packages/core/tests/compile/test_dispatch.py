@@ -100,6 +100,31 @@ def test_vm_uses_kernels_and_warns_once_on_fallback() -> None:
         function([x], Counted()(x), mode=Mode(VMLinker(kernels=reg), "fast_run"))
 
 
+def test_register_perform_covers_the_op_without_warning_or_mark() -> None:
+    """An Op the backend runs ``perform`` for on purpose: covered, listed with its reason,
+    no warning, no [py-fallback] mark; a kernel for a subclass still wins there."""
+    reg = KernelRegistry("toy")
+    reg.register_perform(Double, "  one NumPy call already  ", owner="toy-backend")
+    assert reg.missing([Double, DoubleSub, Counted]) == [Counted]
+    assert reg.perform_reasons() == {Double: "one NumPy call already"}
+    assert reg.lookup(DoubleSub).owner == "toy-backend"
+    x = T.dvector("x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KernelFallbackWarning)
+        f = function([x], Double()(x), mode=Mode(VMLinker(kernels=reg), None), profile=True)
+    np.testing.assert_array_equal(f([1.0, 2.0]), [2.0, 4.0])
+    assert not f.profile.py_fallback
+    reg.register(DoubleSub, double_kernel, owner="toy-backend")
+    assert reg.perform_reasons() == {Double: "one NumPy call already"}
+    assert reg.lookup(DoubleSub).impl is double_kernel
+
+
+def test_register_perform_needs_a_reason() -> None:
+    reg = KernelRegistry("toy")
+    with pytest.raises(ValueError, match="register_perform\\(Double\\) needs a reason"):
+        reg.register_perform(Double, " ", owner="toy-backend")
+
+
 class TwoOut(Op):
     """(x + 1, x - 1)."""
 

@@ -6,7 +6,9 @@ calling SciPy's BLAS through ``scipy.linalg.cython_blas``: nothing is generated 
 when a function is compiled. With ``config.openmp`` on, matrix-vector products of mid-size
 matrices (``Gemv``, ``Dot``) run the module's own loops on OpenMP threads instead (see
 :mod:`opgraph_c._blas`). float32 and float64 only; other dtypes (complex, float16, integers,
-mixed) return None and run the Op's ``perform``. ``Dot`` lives in core's
+mixed) return :data:`~opgraph_c.spec.PERFORM`: the Op's ``perform`` is one NumPy call that
+already runs in C (``zgemm`` for complex, NumPy's own loops for integers), so they run it
+without a fallback warning. ``Dot`` lives in core's
 ``tensor/dot.py`` but is the op the BLAS rewrites start from, so its kernel is here with them.
 """
 
@@ -22,7 +24,7 @@ from opgraph.graph.op import Op
 from opgraph.link.dispatch import KernelFallbackWarning
 from opgraph.tensor.blas import Dot22, Dot22Scalar, Gemm, Gemv, Ger
 from opgraph.tensor.dot import Dot
-from opgraph_c.spec import Precompiled
+from opgraph_c.spec import PERFORM, Precompiled
 
 __all__ = [
     "BLAS_DTYPES",
@@ -71,16 +73,17 @@ def _blas_module() -> Any:
         return None
 
 
-def _precompiled(op: Op, node: Apply, thunk_class: str, **options: Any) -> Precompiled | None:
-    """The ``Precompiled`` entry running ``thunk_class`` on ``node``, or None.
+def _precompiled(op: Op, node: Apply, thunk_class: str, **options: Any) -> Any:
+    """The ``Precompiled`` entry running ``thunk_class`` on ``node``, PERFORM, or None.
 
-    None when the node's operands are not all of one dtype in :data:`BLAS_DTYPES` (the
-    scalars ``a``/``b`` may be any float dtype: the thunk reads them as C doubles).
+    PERFORM when the node's operands are not all of one dtype in :data:`BLAS_DTYPES` (the
+    scalars ``a``/``b`` may be any float dtype: the thunk reads them as C doubles); None
+    when the BLAS extension cannot be imported.
     """
     dtype = node.outputs[0].type.dtype
     operands = [v for v in node.inputs if v.type.ndim > 0]
     if dtype not in BLAS_DTYPES or any(v.type.dtype != dtype for v in operands):
-        return None
+        return PERFORM
     if _blas_module() is None:
         return None
 
@@ -91,41 +94,42 @@ def _precompiled(op: Op, node: Apply, thunk_class: str, **options: Any) -> Preco
     return Precompiled(name=f"{op} {dtype}", make_thunk=make_thunk)
 
 
-def gemm_c(op: Gemm, node: Apply) -> Precompiled | None:
+def gemm_c(op: Gemm, node: Apply) -> Any:
     """``Z <- b * Z + a * dot(X, Y)`` through ``?gemm`` (in place: into ``Z``'s buffer)."""
-    return _precompiled(op, node, "GemmThunk", inplace=op.inplace)
+    return _precompiled(op, node, "GemmThunk", inplace=op.inplace, **_gemv_threads())
 
 
 def _gemv_threads() -> dict[str, Any]:
-    """The team of the native gemv (:mod:`opgraph_c._threads`; 1 thread without
-    ``config.openmp``: BLAS only)."""
+    """The team of the native gemv and of OpenBLAS's threaded products
+    (:mod:`opgraph_c._threads`; 1 thread without ``config.openmp``: BLAS only, and
+    OpenBLAS's own thread count)."""
     from opgraph_c._threads import team_options
 
     return team_options("gemv")
 
 
-def gemv_c(op: Gemv, node: Apply) -> Precompiled | None:
+def gemv_c(op: Gemv, node: Apply) -> Any:
     """``y <- b * y + a * dot(A, x)`` through ``?gemv`` or, for mid-size matrices, the
     native threaded loops (in place: into ``y``'s buffer)."""
     return _precompiled(op, node, "GemvThunk", inplace=op.inplace, **_gemv_threads())
 
 
-def ger_c(op: Ger, node: Apply) -> Precompiled | None:
+def ger_c(op: Ger, node: Apply) -> Any:
     """``A <- A + a * outer(x, y)`` through ``?ger`` (destructive: into ``A``'s buffer)."""
     return _precompiled(op, node, "GerThunk", destructive=op.destructive)
 
 
-def dot22_c(op: Dot22, node: Apply) -> Precompiled | None:
+def dot22_c(op: Dot22, node: Apply) -> Any:
     """``dot(X, Y)`` of two matrices through ``?gemm``."""
-    return _precompiled(op, node, "Dot22Thunk", scaled=False)
+    return _precompiled(op, node, "Dot22Thunk", scaled=False, **_gemv_threads())
 
 
-def dot22scalar_c(op: Dot22Scalar, node: Apply) -> Precompiled | None:
+def dot22scalar_c(op: Dot22Scalar, node: Apply) -> Any:
     """``a * dot(X, Y)`` of two matrices through ``?gemm``."""
-    return _precompiled(op, node, "Dot22Thunk", scaled=True)
+    return _precompiled(op, node, "Dot22Thunk", scaled=True, **_gemv_threads())
 
 
-def dot_c(op: Dot, node: Apply) -> Precompiled | None:
+def dot_c(op: Dot, node: Apply) -> Any:
     """``dot`` of two vectors or matrices of one dtype (``?dot``, ``?gemv`` or the native
     gemv, ``?gemm``)."""
     if any(v.type.ndim not in (1, 2) for v in node.inputs):

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from opgraph.graph.basic import Apply
+from opgraph.link.dispatch import RunsPerform
 
 __all__ = ["ProfileStats"]
 
@@ -77,8 +78,9 @@ class ProfileStats:
         for i, (node, thunk) in enumerate(zip(order, thunks)):
             self.apply_index[node] = i
             kernel = getattr(thunk, "kernel", None)
-            if kernel is not None:
-                self.apply_impl[node] = str(kernel.backend)
+            if kernel is not None:  # perform on purpose (RunsPerform) shows as Py, unmarked
+                ran_perform = isinstance(kernel.impl, RunsPerform)
+                self.apply_impl[node] = "Py" if ran_perform else str(kernel.backend)
                 self.kernel_backend = str(kernel.backend)
             else:
                 self.apply_impl[node] = "Py"

@@ -33,7 +33,7 @@ from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Op, Thunk
 from opgraph.plugins.manager import PluginError
 
-__all__ = ["Kernel", "KernelFallbackWarning", "KernelRegistry", "funcify_thunk"]
+__all__ = ["Kernel", "KernelFallbackWarning", "KernelRegistry", "RunsPerform", "funcify_thunk"]
 
 #: ``thunk_maker(kernel, node, storage_map, compute_map, no_recycling) -> thunk``
 ThunkMaker = Callable[
@@ -55,6 +55,17 @@ class Kernel:
     version: int | str
     owner: str
     backend: str
+
+
+@dataclass(frozen=True)
+class RunsPerform:
+    """A registry entry's ``impl`` saying the backend runs the Op's ``perform`` on purpose.
+
+    ``reason`` says why no faster kernel is worth having (``"one LAPACK call through
+    scipy.linalg: O(n^3) work against a microsecond of Python"``).
+    """
+
+    reason: str
 
 
 _dist_cache: dict[str, list[str]] | None = None
@@ -191,6 +202,31 @@ class KernelRegistry:
         self._lookup_cache.clear()
         return impl
 
+    def register_perform(
+        self, op_class: type, reason: str, *, owner: str, override: bool = False
+    ) -> None:
+        """Say that this backend runs ``op_class.perform`` on purpose, and why.
+
+        Such an Op is covered (:meth:`missing` leaves it out), runs its ``perform`` without a
+        :class:`KernelFallbackWarning` or a ``[py-fallback]`` mark, and
+        :meth:`perform_reasons` lists it with ``reason``. A kernel registered for a subclass
+        still wins for that subclass (MRO lookup, as for every entry).
+        """
+        if not reason or not reason.strip():
+            raise ValueError(
+                f"register_perform({op_class.__name__}) needs a reason: say why "
+                f"{op_class.__name__}.perform is the right implementation on {self.backend}."
+            )
+        self.register(op_class, RunsPerform(reason.strip()), owner=owner, override=override)
+
+    def perform_reasons(self) -> dict[type, str]:
+        """The Op classes this backend runs ``perform`` for on purpose, with the reasons."""
+        return {
+            k.op_class: k.impl.reason
+            for k in self._table.values()
+            if isinstance(k.impl, RunsPerform)
+        }
+
     def unregister(self, op_class: type) -> None:
         """Remove the entry for exactly ``op_class`` (subclass entries stay)."""
         self._table.pop(op_class, None)
@@ -222,7 +258,8 @@ class KernelRegistry:
         return list(self._table.values())
 
     def missing(self, op_classes: Iterable[type]) -> list[type]:
-        """The classes of ``op_classes`` with no kernel here (they run their ``perform``)."""
+        """The classes of ``op_classes`` with no entry here: they fall back to ``perform``
+        with a warning (classes registered with :meth:`register_perform` are not missing)."""
         return [cls for cls in op_classes if self.lookup(cls) is None]
 
     def make_thunk(
@@ -241,25 +278,44 @@ class KernelRegistry:
         if kernel is None:
             self.warn_fallback(node.op)
             return None
+        if isinstance(kernel.impl, RunsPerform):
+            if compute_map is None:
+                compute_map = {v: [False] for v in storage_map}
+            thunk = node.op.make_thunk(node, storage_map, compute_map, no_recycling)
+            thunk.kernel = kernel  # type: ignore[attr-defined]
+            return thunk
         thunk = self.thunk_maker(kernel, node, storage_map, compute_map, no_recycling)
-        if thunk is None:  # the backend has no code for this particular node
-            self.warn_fallback(node.op)
+        if thunk is None:  # the backend's kernel has no code for this particular node
+            self.warn_fallback(node.op, kernel)
             return None
         if not hasattr(thunk, "kernel"):
             thunk.kernel = kernel  # type: ignore[attr-defined]
         return thunk
 
-    def warn_fallback(self, op: Op) -> None:
-        """Warn once per Op class that ``op`` runs its ``perform`` on this backend."""
+    def warn_fallback(self, op: Op, kernel: Kernel | None = None) -> None:
+        """Warn once per Op class that ``op`` runs its ``perform`` on this backend:
+        it has no entry, or its ``kernel`` has no code for this node's types."""
         cls = type(op)
         if cls in self._warned:
             return
         self._warned.add(cls)
+        if kernel is None:
+            what = f"the {self.backend} backend has no kernel for {cls.__name__} ({op})"
+            hint = (
+                f"register one with registry.register({cls.__name__}, impl, version=1) "
+                "through the backend's hook, or say why perform is right with "
+                f"registry.register_perform({cls.__name__}, reason, owner=...)."
+            )
+        else:
+            entry = kernel.op_class.__name__
+            what = (
+                f"the {self.backend} backend's kernel for {entry} ({_describe(kernel.impl)}, "
+                f"from {kernel.owner}) has no code for this {cls.__name__} node ({op})"
+            )
+            hint = "its docstring lists the types and layouts it covers."
         warnings.warn(
-            f"the {self.backend} backend has no kernel for {cls.__name__} ({op}); it runs "
-            f"{cls.__name__}.perform instead (slower). The profile marks such nodes "
-            "[py-fallback].\nHINT: register one with "
-            f"registry.register({cls.__name__}, impl, version=1) through the backend's hook.",
+            f"{what}; it runs {cls.__name__}.perform instead "
+            f"(slower). The profile marks such nodes [py-fallback].\nHINT: {hint}",
             KernelFallbackWarning,
             stacklevel=3,
         )

@@ -539,7 +539,12 @@ class BaseAdvancedIncSubtensor(Op):
         if self.set_instead_of_inc:
             out[idx] = y
         else:
-            np.add.at(out, np.unravel_index(positions, out.shape), y)
+            # Unravel the flat positions and give add.at a y of the index's shape: NumPy
+            # 2.4 repeats coordinates unravelling some shapes (numpy#31980) and reads past
+            # a y that add.at itself must broadcast.
+            coords = np.unravel_index(positions.ravel(), out.shape)
+            coords = tuple(c.reshape(positions.shape) for c in coords)
+            np.add.at(out, coords, np.broadcast_to(y, positions.shape))
         output_storage[0][0] = out
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Sequence[Any]]) -> list[Any]:

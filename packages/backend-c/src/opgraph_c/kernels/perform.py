@@ -1,0 +1,108 @@
+"""Core's Ops that the ``c`` backend runs with their ``perform`` on purpose, each with why.
+
+Issue 19 asked for C for every core Op whose work NumPy does not already do in one call,
+and a written reason for each that stays on ``perform``. These are the reasons: they are
+registered with :meth:`~opgraph.link.dispatch.KernelRegistry.register_perform`, so the Ops
+run without a fallback warning or a ``[py-fallback]`` mark, and ``registry.perform_reasons()``
+lists them. ``tests/test_c_coverage.py`` fails when a core Op has neither a kernel nor a
+reason. A reason stops being true when the numbers say so: a C thunk registered for the
+class replaces the entry here (delete the row).
+
+What the reasons weigh: a ``perform`` costs one Python call and its argument handling, about
+1-3 µs per node. That matters for elementwise work on small arrays (fused into C loops
+already) and for structural ops in loops (C thunks in :mod:`opgraph_c._structure` and the
+topic modules); it does not for an O(n³) LAPACK call or a NumPy routine that already loops
+in C over the whole array.
+"""
+
+from __future__ import annotations
+
+from opgraph.compile.ops import FromFunctionOp
+from opgraph.ifelse import IfElse
+from opgraph.link.dispatch import KernelRegistry
+from opgraph.printing import Print
+from opgraph.tensor import nlinalg, slinalg
+from opgraph.tensor.extra_ops import (
+    BinCountOp,
+    DiffOp,
+    FillDiagonal,
+    Nonzero,
+    RepeatOp,
+    SegmentSum,
+)
+from opgraph.tensor.index_ops import RavelMultiIndex, SearchsortedOp, Unique, UnravelIndex
+from opgraph.tensor.jacobian import JacobianOp
+from opgraph.tensor.random_ops import RandomFunction
+from opgraph.tensor.sort import ArgSortOp, PermuteAlongAxis, SortOp
+from opgraph.tensor.subtensor_advanced import (
+    AdvancedBooleanIncSubtensor,
+    AdvancedBooleanSubtensor,
+    AdvancedSubtensor,
+    MakeSlice,
+)
+
+__all__ = ["REASONS", "register"]
+
+_LAPACK = (
+    "one LAPACK call through NumPy/SciPy: O(n^3) work against about a microsecond of "
+    "Python per call, and LAPACK's own errors and conventions stay NumPy's"
+)
+_ONE_CALL = "one NumPy call that already loops in C over the whole array ({})"
+
+_LAPACK_OPS = [
+    *(getattr(nlinalg, name) for name in ("MatrixInverse", "MatrixPinv", "Det", "Eig", "Eigh")),
+    *(getattr(nlinalg, name) for name in ("EighGrad", "SVD", "SVDGrad", "QRFull", "QRGrad")),
+    nlinalg.QRIncomplete,
+    *(getattr(slinalg, name) for name in ("Cholesky", "CholeskyGrad", "Solve", "Expm")),
+    *(getattr(slinalg, name) for name in ("ExpmGrad", "Eigvalsh", "EigvalshGrad")),
+]
+
+#: Op class -> why the ``c`` backend runs its ``perform``.
+REASONS: dict[type, str] = {
+    # Python by nature
+    FromFunctionOp: "wraps the user's Python function (as_op): there is no C to run",
+    Print: "its work is Python's print() of the value (an identity otherwise)",
+    IfElse: (
+        "lazy: the VM evaluates only the taken branch and the Op hands that branch's value "
+        "over (no array work to compile)"
+    ),
+    JacobianOp: (
+        "a loop that calls a compiled inner function per row: the work runs in that "
+        "function's own C thunks"
+    ),
+    RandomFunction: (
+        "draws from NumPy's Generator/RandomState so that streams equal NumPy's bit for bit "
+        "for the same seed; a C sampler would give other numbers"
+    ),
+    MakeSlice: "builds a Python slice object from scalars: no array work",
+    # linear algebra: LAPACK
+    **dict.fromkeys(_LAPACK_OPS, _LAPACK),
+    nlinalg.ExtractDiag: _ONE_CALL.format("numpy.diagonal: a view, O(1)"),
+    nlinalg.ExtractDiagGrad: _ONE_CALL.format("zeros, then a write through numpy.diagonal"),
+    nlinalg.AllocDiag: _ONE_CALL.format("numpy.diag"),
+    # one NumPy routine each
+    SortOp: _ONE_CALL.format("numpy.sort: introsort/radix sort"),
+    ArgSortOp: _ONE_CALL.format("numpy.argsort"),
+    PermuteAlongAxis: _ONE_CALL.format("numpy.take_along_axis"),
+    Unique: _ONE_CALL.format("numpy.unique: a sort"),
+    Nonzero: _ONE_CALL.format("numpy.nonzero"),
+    BinCountOp: _ONE_CALL.format("numpy.bincount"),
+    DiffOp: _ONE_CALL.format("numpy.diff"),
+    RepeatOp: _ONE_CALL.format("numpy.repeat"),
+    SegmentSum: _ONE_CALL.format("numpy.add.reduceat, the gradient of repeat"),
+    FillDiagonal: _ONE_CALL.format("numpy.fill_diagonal on a copy"),
+    SearchsortedOp: _ONE_CALL.format("numpy.searchsorted"),
+    RavelMultiIndex: _ONE_CALL.format("numpy.ravel_multi_index"),
+    UnravelIndex: _ONE_CALL.format("numpy.unravel_index"),
+    AdvancedSubtensor: _ONE_CALL.format(
+        "NumPy's general fancy indexing; the axis-0 integer gather, AdvancedSubtensor1, has C"
+    ),
+    AdvancedBooleanSubtensor: _ONE_CALL.format("NumPy's boolean-mask indexing"),
+    AdvancedBooleanIncSubtensor: _ONE_CALL.format("NumPy's boolean-mask assignment"),
+}
+
+
+def register(registry: KernelRegistry, owner: str) -> None:
+    """Record every reason of :data:`REASONS` in ``registry``."""
+    for op_class, reason in REASONS.items():
+        registry.register_perform(op_class, reason, owner=owner)
