@@ -12,7 +12,16 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from harness import Context, Table, close_check, opgraph_engines, opgraph_mode, pytensor_mode
+from harness import (
+    Context,
+    Table,
+    close_check,
+    memory_bound,
+    opgraph_engines,
+    opgraph_mode,
+    pytensor_mode,
+    time_one_thread,
+)
 
 WORKLOADS = {"W6": "sum of a 4000 x 4000 float64 matrix"}
 
@@ -64,6 +73,12 @@ def run(workload: str, ctx: Context) -> Table:
                 return lambda: f(data)
 
             table.time(case, label, make, check=check, **timing)
+
+        def make_best(axis: int | None = axis) -> Callable[[], Any]:
+            f = _opgraph(axis, "auto")
+            return lambda: f(data)
+
+        time_one_thread(table, case, make_best, check=check, **timing)
         for peer in ctx.available_peers(["pytensor_c", "pytensor_numba"]):
 
             def make_pt(axis: int | None = axis, key: str = peer.key) -> Callable[[], Any]:
@@ -82,6 +97,7 @@ def run(workload: str, ctx: Context) -> Table:
                 return lambda: f(xj).block_until_ready()
 
             table.time(case, "JAX", make_jax, check=check, **timing)
+        memory_bound(table, case, read=data.nbytes)
     missing = ctx.peer_summary()
     if missing:
         table.note(f"peers not run: {missing}")

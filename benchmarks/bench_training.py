@@ -3,9 +3,11 @@
 W2 is Theano's logistic-regression tutorial (400 examples x 784 features, cross-entropy
 plus an L2 penalty, ``w -= 0.1 * gw``): 10,000 steps timed in rounds of 1,000 (``--quick``:
 500 steps in rounds of 100). W3 is an MLP 784-512-512-10 (ReLU, softmax cross-entropy,
-SGD with learning rate 0.01) on a batch of 128. Both compare the compiled step with a
-hand-written NumPy forward and backward pass computing the same update; the check column
-compares the parameters after a few steps from the same start.
+SGD with learning rate 0.01) on a batch of 128; W9 the classic tutorials' small MLP
+(784-500-10, a ReLU hidden layer as in W3, batch 20), whose step is a few hundred
+microseconds: per-node overhead and thread start-up show there. All compare the compiled
+step with a hand-written NumPy forward and backward pass computing the same update; the
+check column compares the parameters after a few steps from the same start.
 
 The graph builders here are written against the Theano API, so they serve opgraph and
 PyTensor alike, and :func:`build_mlp_step` is what W5 (bench_compile.py) compiles.
@@ -30,12 +32,14 @@ from harness import (
 WORKLOADS = {
     "W2": "logistic regression training step (Theano tutorial, 400x784)",
     "W3": "MLP 784-512-512-10 training step, batch 128 (ReLU, softmax xent, SGD)",
+    "W9": "small MLP 784-500-10 training step, batch 20 (the classic tutorials' shape)",
 }
 
 # --------------------------------------------------------------------------- data
 
 LOGREG_N, LOGREG_FEATS, LOGREG_LR, LOGREG_L2 = 400, 784, 0.1, 0.01
 MLP_SIZES, MLP_BATCH, MLP_LR = (784, 512, 512, 10), 128, 0.01
+SMALL_MLP_SIZES, SMALL_MLP_BATCH = (784, 500, 10), 20
 
 
 def logreg_data() -> dict[str, Any]:
@@ -46,15 +50,18 @@ def logreg_data() -> dict[str, Any]:
     return {"x": x, "y": y, "w": rng.randn(LOGREG_FEATS), "b": 0.0}
 
 
-def mlp_data(seed: int = 0) -> dict[str, Any]:
-    """A batch (float64 images, int32 labels) and He-initialised weights."""
+def mlp_data(
+    seed: int = 0, sizes: Sequence[int] = MLP_SIZES, batch: int = MLP_BATCH
+) -> dict[str, Any]:
+    """A batch (float64 images, int32 labels) and He-initialised weights (W3's shape by
+    default)."""
     rng = np.random.default_rng(seed)
     params = []
-    for n_in, n_out in itertools.pairwise(MLP_SIZES):
+    for n_in, n_out in itertools.pairwise(sizes):
         params.append(rng.standard_normal((n_in, n_out)) * np.sqrt(2.0 / n_in))
         params.append(np.zeros(n_out))
-    x = rng.standard_normal((MLP_BATCH, MLP_SIZES[0]))
-    y = rng.integers(0, MLP_SIZES[-1], MLP_BATCH).astype(np.int32)
+    x = rng.standard_normal((batch, sizes[0]))
+    y = rng.integers(0, sizes[-1], batch).astype(np.int32)
     return {"x": x, "y": y, "params": params}
 
 
@@ -341,7 +348,7 @@ def _run_family(
 
 
 def run(workload: str, ctx: Context) -> Table:
-    """W2 (logistic regression) or W3 (MLP): time per training step."""
+    """W2 (logistic regression), W3 or W9 (MLPs): time per training step."""
     table = Table(workload, WORKLOADS[workload])
     if workload == "W2":
         steps = 500 if ctx.quick else 10_000
@@ -372,11 +379,11 @@ def run(workload: str, ctx: Context) -> Table:
             f"{rounds} rounds of >= {round_s:g} s after {CHECK_STEPS} check steps and 1 "
             "warm-up; time per step; check = parameter difference from NumPy after 3 steps"
         )
-        data = mlp_data()
+        data = mlp_data() if workload == "W3" else mlp_data(0, SMALL_MLP_SIZES, SMALL_MLP_BATCH)
         timing = {"repeat": rounds, "min_round_s": round_s, "warmup": 1}
         _run_family(
             table,
-            "MLP step",
+            "MLP step" if workload == "W3" else "small MLP step",
             ctx,
             data,
             NumpyMLP,

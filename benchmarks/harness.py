@@ -14,6 +14,7 @@ when absent. They are never required.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -36,10 +37,12 @@ __all__ = [
     "detect_peers",
     "environment",
     "error_text",
+    "memory_bound",
     "norm_check",
     "opgraph_best_linker",
     "opgraph_linkers",
     "opgraph_mode",
+    "time_one_thread",
     "ulp_check",
 ]
 
@@ -83,6 +86,29 @@ def opgraph_engines() -> list[tuple[str, str]]:
     if best != "vm":
         engines.append(("opgraph FAST_RUN [vm]", "vm"))
     return engines
+
+
+def time_one_thread(
+    table: Table, case: str, make: Callable[[], Callable[[], Any]], **timing: Any
+) -> None:
+    """Time ``make``'s function compiled with ``config.openmp`` off (every kernel on one
+    thread) as a row of ``case``, and note the threaded row's time over it: issue 19's
+    "threads never lose to one thread" in the same run."""
+    import opgraph
+
+    if "openmp" not in opgraph.config:  # backend-c is not installed: no threads
+        return
+    best = f"opgraph FAST_RUN [{opgraph_best_linker()}]"
+
+    def make_one() -> Callable[[], Any]:
+        with opgraph.config.change_flags(openmp=False):
+            return make()
+
+    one = table.time(case, f"{best}, one thread", make_one, **timing)
+    threaded = [r for r in table.rows if r.case == case and r.engine == best and r.timing]
+    if threaded and one.timing is not None:
+        ratio = threaded[0].timing.median / one.timing.median
+        table.note(f"{case}: {best} threaded / one thread = {ratio:.2f}")
 
 
 # --------------------------------------------------------------------------- peers
@@ -228,6 +254,59 @@ def norm_check(got: Sequence[Any], ref: Sequence[Any], rtol: float = 1e-8) -> st
 
 
 # --------------------------------------------------------------------------- tables
+
+
+# --------------------------------------------------------------------------- memory bound
+
+#: Bytes each thread streams when the bandwidth is measured (past every cache).
+_STREAM_BYTES = 64 * 2**20
+
+
+@functools.cache
+def stream_bandwidth() -> dict[str, float]:
+    """The machine's memory bandwidth in bytes/s on every usable CPU, measured once:
+    ``copy`` (NumPy's ``copyto``: bytes read plus bytes written) and ``read`` (NumPy's
+    ``sum``: bytes read), one thread per CPU on its own part (NumPy releases the GIL),
+    best of 7 rounds. It is the limit a streaming kernel cannot beat."""
+    import threading
+    import time
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    n = max(1, cpus or 1)
+    count = _STREAM_BYTES // 8
+    src = [np.ones(count) for _ in range(n)]
+    dst = [np.empty(count) for _ in range(n)]
+    ops = {
+        "copy": (lambda k: np.copyto(dst[k], src[k]), 2 * count * 8 * n),
+        "read": (lambda k: src[k].sum(), count * 8 * n),
+    }
+    out = {}
+    for name, (op, nbytes) in ops.items():
+        best = float("inf")
+        for _ in range(7):
+            threads = [threading.Thread(target=op, args=(k,)) for k in range(n)]
+            start = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            best = min(best, time.perf_counter() - start)
+        out[name] = nbytes / best
+    return out
+
+
+def memory_bound(table: Table, case: str, read: int, written: int = 0) -> None:
+    """Add the case's memory-bound row (``read`` and ``written`` bytes at
+    :func:`stream_bandwidth`) and a note with each opgraph row's time over it."""
+    rate = stream_bandwidth()["copy" if written else "read"]
+    seconds = (read + written) / rate
+    table.add(Row(case, "memory bound", timing=Timing.of([seconds]), check="stream limit"))
+    for row in table.rows:
+        if row.case == case and row.engine.startswith("opgraph") and row.timing is not None:
+            table.note(
+                f"{case}: {row.engine} at {row.timing.median / seconds:.2f}x the memory bound "
+                f"({(read + written) / 2**20:.0f} MiB at {rate / 1e9:.1f} GB/s)"
+            )
 
 
 @dataclass

@@ -466,7 +466,7 @@ def _add_at_reference(x: np.ndarray, y: np.ndarray, indices: Sequence[np.ndarray
 
 
 def test_advanced_inc_subtensor_keeps_add_at_meaning_where_numpy_errs() -> None:
-    """Two NumPy 2.4 bugs make perform wrong here; the C thunk keeps ``np.add.at``'s meaning.
+    """Two NumPy 2.4 bugs that perform steps around too; the C thunk keeps ``np.add.at``'s meaning.
 
     ``np.add.at`` on a 1-d ``x`` with a 2-d index and a ``y`` broadcast along the index's
     leading dimension reads past ``y``; ``np.unravel_index`` (which perform calls) of an

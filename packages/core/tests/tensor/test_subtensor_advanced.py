@@ -22,6 +22,7 @@ from opgraph.tensor.subtensor_advanced import (
     AdvancedSubtensor1,
     MakeSlice,
     NoneConst,
+    advanced_inc_subtensor,
     advanced_subtensor,
     advanced_subtensor1,
     as_index_variable,
@@ -388,3 +389,21 @@ def test_r_op() -> None:
     expected = exv.copy()
     np.add.at(expected, [0, 0], np.ones(2))
     assert_allclose(f(exv, np.ones(2), exv, np.ones(2)), expected)
+
+
+def test_advanced_inc_keeps_add_at_meaning_where_numpy_errs() -> None:
+    """Two NumPy 2.4 bugs perform steps around: ``np.add.at`` reading past a ``y`` it must
+    broadcast along a 2-d index, and ``np.unravel_index`` repeating coordinates of an
+    ``(N, 1)`` array with N > 8192 (numpy/numpy#31980)."""
+    from opgraph.compile.mode import Mode
+
+    py = Mode(linker="py", optimizer="None")
+    x, y, i = T.lvector("x"), T.lvector("y"), T.lmatrix("i")
+    f = opgraph.function([x, y, i], advanced_inc_subtensor(x, y, i), mode=py)
+    got = f(np.zeros(4, "int64"), np.array([10, 100]), np.array([[0, 1], [0, 1], [2, 3]]))
+    np.testing.assert_array_equal(got, [20, 200, 10, 100])
+    x2 = T.TensorType("float64", (False, True))("x")
+    j = T.lvector("j")
+    g = opgraph.function([x2, j], advanced_inc_subtensor(x2, 1.0, j), mode=py)
+    jv = np.random.default_rng(2).integers(0, 4, 9000)
+    np.testing.assert_array_equal(g(np.zeros((4, 1)), jv)[:, 0], np.bincount(jv, minlength=4))
