@@ -11,18 +11,7 @@ views, indexing, Alloc, argmax) run precompiled C thunks; every other Op runs it
 Big elementwise outputs (4 MiB and more) come from a small buffer pool
 (:mod:`opgraph_c._pool`, flag ``c__buffer_pool_mb``): :func:`buffer_pool_info` shows what it
 keeps, :func:`release_buffer_pool` gives it back to the OS.
-
-Importing the package sets ``OMP_WAIT_POLICY=PASSIVE`` in the process's environment unless
-``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is already set: GNU OpenMP reads it once, when the
-first threaded kernel loads it, and a passive wait frees the CPUs between threaded regions
-instead of spinning on them for milliseconds (:mod:`opgraph_c._threads` says why). Set
-either variable yourself (before importing opgraph) to keep another policy.
 """
-
-import os as _os
-
-if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
-    _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 from opgraph_c.spec import PERFORM, BundlePart, CModule, Precompiled
 

@@ -29,10 +29,14 @@ machine gets busy the threaded calls slow down and the team moves to one thread 
 few calls; when it gets quiet a probe finds threads fast again. Probes cost at most one
 call in ``PROBE_MAX`` once the choice is stable.
 
-OpenMP's threads wait passively between regions (``OMP_WAIT_POLICY=PASSIVE``, set by
-:mod:`opgraph_c` before the OpenMP runtime loads, unless the environment sets
-``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``): a thread spinning for milliseconds after each
-region takes the CPU that OpenBLAS's threads, or the next kernel's, need.
+OpenMP's threads keep GNU OpenMP's default wait between regions: they spin a little before
+they sleep. A passive wait (``OMP_WAIT_POLICY=PASSIVE``) was measured and not made the
+default: on this kind of machine waking a sleeping thread costs ~10-15 µs per region, which
+made the logistic-regression step (two gemv regions) 50 -> 78 µs and a 1M-element loop
+0.66 -> 0.94 ms, while the case it helps (a threaded loop alternating with OpenBLAS's threaded
+products) is already bounded by the adaptive teams, which move both to one thread. Set
+``OMP_WAIT_POLICY=PASSIVE`` before importing opgraph on a shared server where idle spinning
+is unwelcome; results do not change.
 
 SciPy's OpenBLAS threads its products too, and on a busy machine loses to one thread the
 same way. The BLAS thunks of :mod:`opgraph_c._blas` keep a team for it as well and set the
