@@ -29,14 +29,20 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
     ("config", ["opgraph.configparser", "opgraph.configdefaults"]),
     ("plugins", ["opgraph.plugins"]),
     ("graph", ["opgraph.graph"]),
-    ("printing", ["opgraph.printing"]),
+    ("printing", ["opgraph.printing", "opgraph.d3viz"]),
     ("scalar", ["opgraph.scalar"]),
-    ("tensor", ["opgraph.tensor", "opgraph.ifelse"]),
+    ("tensor", ["opgraph.tensor", "opgraph.ifelse", "opgraph.typed_list", "opgraph.tests"]),
     ("rewriting", ["opgraph.rewriting"]),
     ("link", ["opgraph.link"]),
     (
         "compile",
-        ["opgraph.compile", "opgraph.tensor.sharedvar", "opgraph.tensor.shared_randomstreams"],
+        [
+            "opgraph.compile",
+            "opgraph.tensor.sharedvar",
+            "opgraph.tensor.shared_randomstreams",
+            "opgraph.sandbox",
+            "opgraph.misc",
+        ],
     ),
     ("gradient", ["opgraph.gradient", "opgraph.tensor.jacobian", "opgraph.tensor.gradcheck"]),
     (

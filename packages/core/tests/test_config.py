@@ -234,13 +234,13 @@ def test_unknown_flag_in_flags_string_reported_with_suggestion():
 
 
 def test_unknown_flag_in_rc_names_the_file(tmp_path):
-    rc = write_rc(tmp_path / "rc", "[gcc]\ncxxflags = -O3\n")
+    rc = write_rc(tmp_path / "rc", "[nvcc]\nfastmath = True\n")
     cfg = core_config("profle=1", [rc])
     with pytest.raises(ValueError) as info:
         cfg.check_unknown_flags()
     message = str(info.value)
     assert "Unknown opgraph flag 'profle' in OPGRAPH_FLAGS. Did you mean 'profile'?" in message
-    assert f"Unknown opgraph flag 'gcc__cxxflags' in rc file {rc}." in message
+    assert f"Unknown opgraph flag 'nvcc__fastmath' in rc file {rc}." in message
     assert message.count("Valid flags:") == 1
 
 
@@ -378,16 +378,16 @@ def test_immutable_flag_change_flags_before_read_restores():
 
 
 def test_plugin_flag_declared_later_picks_up_raw_values(tmp_path):
-    rc = write_rc(tmp_path / "rc", "[gcc]\ncxxflags = -O2\ncxx = clang++\n")
-    cfg = core_config("gcc.cxxflags=-O3 -march=native,myplugin__workers=4", [rc])
+    rc = write_rc(tmp_path / "rc", "[mygcc]\ncxxflags = -O2\ncxx = clang++\n")
+    cfg = core_config("mygcc.cxxflags=-O3 -march=native,myplugin__workers=4", [rc])
     with pytest.raises(ValueError):
         cfg.check_unknown_flags()
-    cfg.add("gcc__cxxflags", "Extra C++ flags.", StrParam(""))
-    cfg.add("gcc.cxx", "C++ compiler.", StrParam("g++"))
+    cfg.add("mygcc__cxxflags", "Extra C++ flags.", StrParam(""))
+    cfg.add("mygcc.cxx", "C++ compiler.", StrParam("g++"))
     cfg.add("myplugin__workers", default=1, doc="Worker count.")
     cfg.check_unknown_flags()
-    assert cfg.gcc__cxxflags == "-O3 -march=native"
-    assert cfg.gcc.cxx == "clang++"
+    assert cfg.mygcc__cxxflags == "-O3 -march=native"
+    assert cfg.mygcc.cxx == "clang++"
     assert cfg.myplugin__workers == 4
     assert isinstance(cfg.get_param("myplugin__workers"), IntParam)
     assert cfg.get_param("myplugin.workers").doc == "Worker count."

@@ -8,6 +8,14 @@ the ``OPGRAPH_FLAGS`` environment variable, the rc file (``OPGRAPHRC`` or
 rc file are kept until the flag is declared, so plugins may declare flags late;
 :meth:`Config.check_unknown_flags` reports the ones nobody declared.
 
+Theano's sources are read in their place when opgraph's are absent, so job files written
+for Theano keep working: ``THEANO_FLAGS`` when ``OPGRAPH_FLAGS`` is not set, and
+``THEANORC`` (default ``~/.theanorc:~/.theanorc.txt``) when neither ``OPGRAPHRC`` nor
+``~/.opgraphrc`` exists. opgraph's source wins when both are there (a warning says that the
+Theano one is ignored). A flag that no one declared is an error in opgraph's sources and a
+warning in Theano's (as Theano itself does), since Theano job files name flags of older
+Theano versions.
+
 Nested names use ``__`` (``gcc__cxxflags``); in OPGRAPH_FLAGS and the rc file a dot
 works too (``gcc.cxxflags=-O3``), and ``config.gcc.cxxflags`` reads like Theano's.
 """
@@ -17,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
@@ -39,6 +48,12 @@ __all__ = [
 FLAGS_ENV_VAR = "OPGRAPH_FLAGS"
 RC_ENV_VAR = "OPGRAPHRC"
 DEFAULT_RC_PATH = "~/.opgraphrc"
+#: Theano's names for the same sources, read when opgraph's are absent.
+THEANO_FLAGS_ENV_VAR = "THEANO_FLAGS"
+THEANO_RC_ENV_VAR = "THEANORC"
+DEFAULT_THEANO_RC_PATHS = ("~/.theanorc", "~/.theanorc.txt")
+#: The Python package of the GPU backend, which ``device=cuda*`` needs.
+CUDA_BACKEND_MODULE = "opgraph_cuda"
 
 _MISSING: Any = object()
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -314,6 +329,9 @@ class Config:
         rc files to read, lowest priority first; missing ones are skipped.
     flags_source
         How ``flags_string`` is named in error messages.
+    lenient_sources
+        Sources whose undeclared flags only warn (Theano's): ``"THEANO_FLAGS"`` for the
+        flags string, or rc file paths.
 
     Examples
     --------
@@ -329,6 +347,7 @@ class Config:
         rc_paths: Iterable[str | os.PathLike[str]] = (),
         *,
         flags_source: str = FLAGS_ENV_VAR,
+        lenient_sources: Iterable[str] = (),
     ) -> None:
         self._params: dict[str, ConfigParam] = {}
         self._values: dict[str, Any] = {}
@@ -337,17 +356,44 @@ class Config:
         self._flags_source = flags_source
         self._env_raw = parse_flags_string(flags_string, flags_source)
         self._rc_raw = read_rc_files(rc_paths)
+        self._lenient = {
+            s if s == flags_source else os.path.expanduser(os.fspath(s)) for s in lenient_sources
+        }
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> Config:
-        """Build a Config from ``OPGRAPH_FLAGS`` and ``OPGRAPHRC`` (default ``os.environ``)."""
+        """Build a Config from the environment (default ``os.environ``).
+
+        Flags: ``OPGRAPH_FLAGS``, else ``THEANO_FLAGS``. rc files: ``OPGRAPHRC``, else
+        ``~/.opgraphrc`` if it exists, else ``THEANORC``, else ``~/.theanorc`` and
+        ``~/.theanorc.txt``. When both an opgraph and a Theano source are given (and differ),
+        the opgraph one is used and a warning names the Theano one as ignored.
+        """
         environ = os.environ if environ is None else environ
-        rc_spec = environ.get(RC_ENV_VAR)
-        if rc_spec is None:
-            rc_paths = [DEFAULT_RC_PATH]
-        else:
-            rc_paths = [p for p in rc_spec.split(os.pathsep) if p.strip()]
-        return cls(environ.get(FLAGS_ENV_VAR, ""), rc_paths)
+        ignored: list[str] = []
+        flags_source = FLAGS_ENV_VAR
+        if FLAGS_ENV_VAR not in environ and THEANO_FLAGS_ENV_VAR in environ:
+            flags_source = THEANO_FLAGS_ENV_VAR
+        elif environ.get(THEANO_FLAGS_ENV_VAR, "").strip() and environ.get(
+            THEANO_FLAGS_ENV_VAR
+        ) != environ.get(FLAGS_ENV_VAR):
+            ignored.append(f"{THEANO_FLAGS_ENV_VAR} (because {FLAGS_ENV_VAR} is set)")
+        rc_paths, lenient = _rc_sources(environ, ignored)
+        if flags_source == THEANO_FLAGS_ENV_VAR:
+            lenient.append(THEANO_FLAGS_ENV_VAR)
+        config = cls(
+            environ.get(flags_source, ""),
+            rc_paths,
+            flags_source=flags_source,
+            lenient_sources=lenient,
+        )
+        for what in ignored:
+            warnings.warn(
+                f"opgraph ignores {what}: opgraph's own settings win over Theano's.\n"
+                "HINT: merge the Theano settings into the opgraph ones, or remove one of them.",
+                stacklevel=2,
+            )
+        return config
 
     # ---- declaring
 
@@ -514,26 +560,61 @@ class Config:
         return f"<opgraph Config with {len(self._params)} flags>"
 
     def check_unknown_flags(self) -> None:
-        """Raise ValueError for names in OPGRAPH_FLAGS or the rc file that no one declared.
+        """Report names in the flags string or the rc files that no one declared.
 
-        Call after every plugin has declared its flags.
+        Call after every plugin has declared its flags. In opgraph's own sources an unknown
+        name raises ValueError; in Theano's (``THEANO_FLAGS``, ``.theanorc``) it warns, as
+        Theano does, since those name flags of older Theano versions. Also warns when
+        ``device`` asks for a GPU and the GPU backend (opgraph-backend-cuda) is not installed.
         """
         problems = [
-            (name, self._flags_source) for name in self._env_raw if name not in self._params
+            (name, self._flags_source, self._flags_source in self._lenient)
+            for name in self._env_raw
+            if name not in self._params
         ]
         problems += [
-            (name, f"rc file {path}")
+            (name, f"rc file {path}", path in self._lenient)
             for name, (_, path) in self._rc_raw.items()
             if name not in self._params
         ]
+        for name, where, _ in (p for p in problems if p[2]):
+            warnings.warn(
+                _unknown_flag_message(name, where, self._params, False)
+                + " It is ignored (a flag of another Theano version, or of a plugin that is "
+                "not installed).",
+                stacklevel=2,
+            )
+        problems = [p for p in problems if not p[2]]
         if problems:
-            lines = [_unknown_flag_message(n, w, self._params, False) for n, w in problems]
+            lines = [_unknown_flag_message(n, w, self._params, False) for n, w, _ in problems]
             lines[-1] += f" Valid flags: {', '.join(sorted(self._params))}"
             lines.append(
                 "HINT: fix the name, or install the plugin that declares it "
                 "(`python -m opgraph plugins` lists installed ones)."
             )
             raise ValueError("\n".join(lines))
+        self._check_device()
+
+    def _check_device(self) -> None:
+        """Warn when ``device`` names a GPU and opgraph-backend-cuda is not installed.
+
+        Theano logs an error and runs on the CPU when its GPU back-end cannot start; opgraph
+        does the same, with a warning that says which package brings the GPU.
+        """
+        if "device" not in self._params:
+            return
+        device = str(self._peek("device"))
+        if device == "cpu" or not device:
+            return
+        import importlib.util
+
+        if importlib.util.find_spec(CUDA_BACKEND_MODULE) is None:
+            warnings.warn(
+                f"device={device} (from {self._sources.get('device', 'default')}) needs "
+                "opgraph's GPU backend, which is not installed: computations run on the CPU.\n"
+                "HINT: pip install opgraph-backend-cuda (or set device=cpu).",
+                stacklevel=3,
+            )
 
 
 class _ConfigSection:
@@ -595,6 +676,33 @@ class ChangeFlags:
                 return func(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
+
+
+def _split_paths(spec: str) -> list[str]:
+    return [p for p in spec.split(os.pathsep) if p.strip()]
+
+
+def _rc_sources(environ: Mapping[str, str], ignored: list[str]) -> tuple[list[str], list[str]]:
+    """(rc files to read, those of them that are Theano's) for ``from_environment``.
+
+    Appends to ``ignored`` a description of each Theano rc source skipped because an opgraph
+    one is present.
+    """
+    theano_spec = environ.get(THEANO_RC_ENV_VAR)
+    theano_paths = (
+        list(DEFAULT_THEANO_RC_PATHS) if theano_spec is None else _split_paths(theano_spec)
+    )
+    if RC_ENV_VAR in environ:
+        paths = _split_paths(environ[RC_ENV_VAR])
+        if theano_spec is not None and theano_spec != environ[RC_ENV_VAR]:
+            ignored.append(f"{THEANO_RC_ENV_VAR} (because {RC_ENV_VAR} is set)")
+        return paths, []
+    if os.path.isfile(os.path.expanduser(DEFAULT_RC_PATH)):
+        present = [p for p in theano_paths if os.path.isfile(os.path.expanduser(p))]
+        if present:
+            ignored.append(f"the rc file {present[0]} (because {DEFAULT_RC_PATH} exists)")
+        return [DEFAULT_RC_PATH], []
+    return theano_paths, list(theano_paths)
 
 
 def _param_for(name: str, param: ConfigParam | None, default: Any) -> ConfigParam:

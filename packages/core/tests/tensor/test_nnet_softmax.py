@@ -48,7 +48,7 @@ def test_softmax_family_matches_scipy(dtype: str, rng: np.random.Generator) -> N
     outs += [softmax_with_bias(x, b), softmax(t3, 1), log_softmax(t3), softmax(x[0])]
     outs += [softmax_grad(x, softmax(x)), nnet.softmax_graph(x)]
     expected = [sm(xv, 1), sm(xv, 0), lsm(xv, 1), lsm(xv, 0), sm(xv + bv, 1), sm(tv, 1)]
-    expected += [lsm(tv, 2), sm(xv[0])]
+    expected += [lsm(tv, 2), sm(xv[0])[None]]  # a vector is softmaxed as a (1, n) row
     s = sm(xv, 1)
     expected += [s * (xv - (xv * s).sum(1, keepdims=True)), s]
     check_modes([x, b, t3], outs, [xv, bv, tv], expected)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from opgraph.plugins import hookimpl
@@ -13,3 +14,9 @@ def opgraph_register_rewrites(optdb: Any) -> None:
     from opgraph_optimizers.registry import load_rewrite_modules
 
     load_rewrite_modules().install(optdb)
+
+
+@hookimpl
+def opgraph_namespaces() -> Mapping[str, str]:
+    """``opgraph.tensor.opt`` (Theano's ``theano.tensor.opt`` names) is this package's."""
+    return {"opgraph.tensor.opt": "opgraph_optimizers.tensor_opt"}

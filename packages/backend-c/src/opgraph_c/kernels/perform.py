@@ -21,17 +21,29 @@ from opgraph.compile.ops import FromFunctionOp
 from opgraph.ifelse import IfElse
 from opgraph.link.dispatch import KernelRegistry
 from opgraph.printing import Print
+from opgraph.sandbox.multinomial import MultinomialFromUniform
+from opgraph.sandbox.rng_mrg import DotModulo
 from opgraph.tensor import nlinalg, slinalg
+from opgraph.tensor.assert_op import Assert
+from opgraph.tensor.basic import Choose
 from opgraph.tensor.extra_ops import (
+    Bartlett,
     BinCountOp,
+    CpuContiguous,
     DiffOp,
     FillDiagonal,
+    FillDiagonalOffset,
     Nonzero,
     RepeatOp,
     SegmentSum,
 )
+from opgraph.tensor.fft import IRFFTOp, RFFTOp
 from opgraph.tensor.index_ops import RavelMultiIndex, SearchsortedOp, Unique, UnravelIndex
+from opgraph.tensor.io import LoadFromDisk, _NoMPIOp
 from opgraph.tensor.jacobian import JacobianOp
+from opgraph.tensor.nlinalg.tensorops import TensorInv, TensorSolve
+from opgraph.tensor.nnet.blocksparse import SparseBlockGemv, SparseBlockOuter
+from opgraph.tensor.nnet.ctc import ConnectionistTemporalClassification
 from opgraph.tensor.random_ops import RandomFunction
 from opgraph.tensor.sort import ArgSortOp, PermuteAlongAxis, SortOp
 from opgraph.tensor.subtensor_advanced import (
@@ -40,6 +52,8 @@ from opgraph.tensor.subtensor_advanced import (
     AdvancedSubtensor,
     MakeSlice,
 )
+from opgraph.tests.breakpoint import PdbBreakpoint
+from opgraph.typed_list.basic import _ListOp
 
 __all__ = ["REASONS", "register"]
 
@@ -75,11 +89,29 @@ REASONS: dict[type, str] = {
         "for the same seed; a C sampler would give other numbers"
     ),
     MakeSlice: "builds a Python slice object from scalars: no array work",
+    MultinomialFromUniform: (
+        "numpy.cumsum and one comparison per row on small matrices (one row per draw), next "
+        "to the uniform draw that feeds it (mrg_uniform has C); covers ChoiceFromUniform"
+    ),
+    PdbBreakpoint: "its work is opening a Python debugger when the condition holds",
+    Assert: (
+        "a view of its input plus a truth test of 0-d conditions per call (a debugging "
+        "node): perform raises Theano's AssertionError(msg) with the message"
+    ),
+    DotModulo: "a 3x3 integer product modulo m, once per stream jump (multMatVect)",
+    LoadFromDisk: "reads a file with numpy.load: I/O, not arithmetic",
+    _NoMPIOp: "cannot be built (opgraph has no MPI ops; mpi4py moves the arrays): never run",
+    _ListOp: (
+        "typed lists are Python lists of arrays: each op is one list call (append, "
+        "insert, index, ...)"
+    ),
     # linear algebra: LAPACK
     **dict.fromkeys(_LAPACK_OPS, _LAPACK),
     nlinalg.ExtractDiag: _ONE_CALL.format("numpy.diagonal: a view, O(1)"),
     nlinalg.ExtractDiagGrad: _ONE_CALL.format("zeros, then a write through numpy.diagonal"),
     nlinalg.AllocDiag: _ONE_CALL.format("numpy.diag"),
+    TensorInv: _LAPACK,
+    TensorSolve: _LAPACK,
     # one NumPy routine each
     SortOp: _ONE_CALL.format("numpy.sort: introsort/radix sort"),
     ArgSortOp: _ONE_CALL.format("numpy.argsort"),
@@ -91,6 +123,10 @@ REASONS: dict[type, str] = {
     RepeatOp: _ONE_CALL.format("numpy.repeat"),
     SegmentSum: _ONE_CALL.format("numpy.add.reduceat, the gradient of repeat"),
     FillDiagonal: _ONE_CALL.format("numpy.fill_diagonal on a copy"),
+    FillDiagonalOffset: _ONE_CALL.format("a strided write of the diagonal on a copy"),
+    Bartlett: _ONE_CALL.format("numpy.bartlett"),
+    Choose: _ONE_CALL.format("numpy.choose"),
+    CpuContiguous: _ONE_CALL.format("numpy.ascontiguousarray: the input itself if contiguous"),
     SearchsortedOp: _ONE_CALL.format("numpy.searchsorted"),
     RavelMultiIndex: _ONE_CALL.format("numpy.ravel_multi_index"),
     UnravelIndex: _ONE_CALL.format("numpy.unravel_index"),
@@ -99,6 +135,15 @@ REASONS: dict[type, str] = {
     ),
     AdvancedBooleanSubtensor: _ONE_CALL.format("NumPy's boolean-mask indexing"),
     AdvancedBooleanIncSubtensor: _ONE_CALL.format("NumPy's boolean-mask assignment"),
+    RFFTOp: _ONE_CALL.format("numpy.fft.rfftn (pocketfft)"),
+    IRFFTOp: _ONE_CALL.format("numpy.fft.irfftn (pocketfft)"),
+    SparseBlockGemv: _ONE_CALL.format("numpy.einsum per example over the selected blocks"),
+    SparseBlockOuter: _ONE_CALL.format("numpy.einsum and numpy.add.at over the blocks"),
+    ConnectionistTemporalClassification: (
+        "a forward-backward recursion over time, each step vectorised over the batch and "
+        "the label states in NumPy (Theano called the external warp-ctc library); a C loop "
+        "would pay off only for long sequences"
+    ),
 }
 
 

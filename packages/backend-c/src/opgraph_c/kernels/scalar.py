@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import opgraph.scalar.basic as ps
+from opgraph.sandbox.softsign import ScalarSoftsign
 from opgraph.scalar import extra as px
+from opgraph.tensor.xlogx import XlogX, XlogY0
 
 __all__ = ["CTYPES", "FLOAT_DTYPES", "ScalarCode", "code_for_op", "lookup"]
 
@@ -137,6 +139,21 @@ def _scaled(factor: float) -> ScalarCode:
     return code
 
 
+def _xlogy0(dtype: str, x: str, y: str) -> str | None:
+    """``x * log(y)``, 0 where ``x == 0`` (Theano's xlogy0; ``xlogx`` is ``y = x``)."""
+    if dtype not in FLOAT_DTYPES:
+        return None
+    f = "" if dtype == "float64" else "f"
+    return f"({x} == 0 ? 0 : {x} * log{f}({y}))"
+
+
+def _softsign(dtype: str, x: str) -> str | None:
+    """``x / (1 + |x|)``."""
+    if dtype not in FLOAT_DTYPES:
+        return None
+    return f"({x} / (1 + fabs{'' if dtype == 'float64' else 'f'}({x})))"
+
+
 code_for_op: dict[type, ScalarCode] = {
     # arithmetic
     ps.Add: _infix("+"),
@@ -198,6 +215,13 @@ code_for_op: dict[type, ScalarCode] = {
     ps.Erfc: _math("erfc"),
     ps.Sigmoid: _sigmoid,
     ps.Softplus: _softplus,
+    # tensor.xlogx, sandbox.softsign (Theano had C for them). The special functions of
+    # scalar/special.py have none: libm's j0/j1 were slower than SciPy's on large arrays and
+    # lose relative accuracy near their roots, the others have no C library routine; an
+    # Elemwise or fused loop holding one runs its perform (SciPy's ufuncs).
+    XlogX: lambda dtype, x: _xlogy0(dtype, x, x),
+    XlogY0: _xlogy0,
+    ScalarSoftsign: _softsign,
     px.Deg2Rad: _scaled(0.017453292519943295),
     px.Rad2Deg: _scaled(57.29577951308232),
     # rounding

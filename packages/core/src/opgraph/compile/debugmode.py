@@ -46,6 +46,7 @@ __all__ = [
     "DebugMode",
     "DebugModeError",
     "InvalidValueError",
+    "StochasticOrder",
 ]
 
 
@@ -75,6 +76,11 @@ class BadDestroyMap(DebugModeError):
 
 class BadViewMap(DebugModeError):
     """An output shares memory with an input (or another output) without ``view_map``."""
+
+
+class StochasticOrder(DebugModeError):
+    """Rewriting the same graph twice gave different results (Theano's check that the
+    rewrites do not depend on memory addresses, e.g. iterating over a set of nodes)."""
 
 
 class InvalidValueError(DebugModeError):

@@ -28,6 +28,7 @@ __all__ = [
     "MissingInputError",
     "UnusedInputError",
     "function",
+    "function_dump",
     "orig_function",
 ]
 
@@ -137,3 +138,62 @@ def function(
 
 # Variable.eval() compiles with function(): the graph layer below cannot import it.
 set_eval_compiler(function)
+
+
+def function_dump(
+    filename: str,
+    inputs: Sequence[Variable | In],
+    outputs: Any = None,
+    mode: Mode | str | None = None,
+    updates: Any = None,
+    givens: Any = None,
+    no_default_updates: bool | Sequence[Variable] = False,
+    accept_inplace: bool = False,
+    name: str | None = None,
+    rebuild_strict: bool = True,
+    allow_input_downcast: bool | None = None,
+    profile: Any = None,
+    on_unused_input: str | None = None,
+    extra_tag_to_remove: Sequence[str] | None = None,
+) -> None:
+    """Pickle the arguments of a :func:`function` call to ``filename`` instead of compiling
+    (Theano's ``function_dump``): to reproduce a compilation elsewhere, load the file and
+    call ``function(**pickle.load(f))``. Creation traces (``tag.trace``) and the tags named
+    in ``extra_tag_to_remove`` are left out of the pickle, as Theano's StripPickler does.
+    """
+    import pickle
+
+    from opgraph.graph.traversal import ancestors
+
+    if not isinstance(filename, str):
+        raise TypeError(f"function_dump: filename must be a str, got {filename!r}")
+    d = dict(
+        inputs=inputs,
+        outputs=outputs,
+        mode=mode,
+        updates=updates,
+        givens=givens,
+        no_default_updates=no_default_updates,
+        accept_inplace=accept_inplace,
+        name=name,
+        rebuild_strict=rebuild_strict,
+        allow_input_downcast=allow_input_downcast,
+        profile=profile,
+        on_unused_input=on_unused_input,
+    )
+    strip = ("trace", *(extra_tag_to_remove or ()))
+    roots = [getattr(i, "variable", i) for i in inputs]
+    outs = outputs if isinstance(outputs, list | tuple) else [outputs]
+    roots += [getattr(o, "variable", o) for o in outs if o is not None]
+    removed: list[tuple[Any, str, Any]] = []
+    try:
+        for var in ancestors([r for r in roots if isinstance(r, Variable)]):
+            for tag_name in strip:
+                if hasattr(var.tag, tag_name):
+                    removed.append((var.tag, tag_name, getattr(var.tag, tag_name)))
+                    delattr(var.tag, tag_name)
+        with open(filename, "wb") as f:
+            pickle.dump(d, f, protocol=pickle.HIGHEST_PROTOCOL)
+    finally:
+        for tag, tag_name, value in removed:
+            setattr(tag, tag_name, value)

@@ -622,8 +622,11 @@ class FunctionMaker:
                 t0 = time.perf_counter()
                 mode.prepare_fgraph(fgraph)
                 rewriter = mode.get_rewriter()
+                # Nodes the rewrites build compute test values as compute_test_value_opt
+                # says (Theano's default: not at all), not as the user's graph did.
                 if rewriter is not None:
-                    (getattr(rewriter, "rewrite", None) or rewriter.optimize)(fgraph)
+                    with config.change_flags(compute_test_value=config.compute_test_value_opt):
+                        (getattr(rewriter, "rewrite", None) or rewriter.optimize)(fgraph)
                 self.rewrite_time = time.perf_counter() - t0
                 # Update values never alias anything: two shared variables must not share
                 # memory.

@@ -23,11 +23,18 @@ from opgraph.graph.type import Type
 __all__ = [
     "DeepCopyOp",
     "FromFunctionOp",
+    "ObsoleteTheanoAPIError",
     "ViewOp",
     "alias_root",
     "as_op",
     "deep_copy_op",
     "insert_deepcopy",
+    "register_deep_copy_op_c_code",
+    "register_rebroadcast_c_code",
+    "register_shape_c_code",
+    "register_shape_i_c_code",
+    "register_specify_shape_c_code",
+    "register_view_op_c_code",
     "view_op",
     "view_tree_set",
 ]
@@ -259,3 +266,54 @@ def as_op(
         return FromFunctionOp(fn, itypes, otypes, infer_shape)
 
     return decorator
+
+
+# ---------------------------------------------------------------------------- shape ops
+#: Theano defined Shape, Shape_i and SpecifyShape here; opgraph's live with the tensor
+#: library, which imports this layer: they are resolved on first access (PEP 562).
+_SHAPE_NAMES = ("Shape", "Shape_i", "SpecifyShape", "shape", "shape_i", "specify_shape")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SHAPE_NAMES:
+        import importlib
+
+        return getattr(importlib.import_module("opgraph.tensor.shape"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ------------------------------------------------- Theano's C-code registration helpers
+_C_REGISTRATION_HINT = (
+    "opgraph registers C implementations through backend-c (opgraph_c): a package gives its "
+    "Ops C kernels from its opgraph_c_kernels(registry) hook, calling "
+    "registry.register(OpClass, kernel, version=...) (see packages/backend-c/README.md)."
+)
+
+
+class ObsoleteTheanoAPIError(RuntimeError):
+    """A Theano 1.0 function with no meaning in opgraph was called; the message says what
+    replaces it."""
+
+
+def _obsolete_c_registration(theano_name: str) -> Callable[..., Any]:
+    def register(*args: Any, **kwargs: Any) -> None:
+        raise ObsoleteTheanoAPIError(
+            f"{theano_name} is Theano's way to give {theano_name.split('_c_code')[0][9:]} "
+            f"C code for a new Type; it is obsolete in opgraph. {_C_REGISTRATION_HINT}"
+        )
+
+    register.__name__ = theano_name
+    register.__qualname__ = theano_name
+    register.__doc__ = (
+        f"Theano's ``{theano_name}``; obsolete: raises an error naming backend-c's "
+        "``opgraph_c_kernels(registry)`` hook, which replaces it."
+    )
+    return register
+
+
+register_view_op_c_code = _obsolete_c_registration("register_view_op_c_code")
+register_deep_copy_op_c_code = _obsolete_c_registration("register_deep_copy_op_c_code")
+register_shape_c_code = _obsolete_c_registration("register_shape_c_code")
+register_shape_i_c_code = _obsolete_c_registration("register_shape_i_c_code")
+register_specify_shape_c_code = _obsolete_c_registration("register_specify_shape_c_code")
+register_rebroadcast_c_code = _obsolete_c_registration("register_rebroadcast_c_code")

@@ -22,6 +22,7 @@ __all__ = [
     "core_shared_constructor",
     "generic_shared_constructor",
     "shared",
+    "shared_constructor",
 ]
 
 
@@ -215,6 +216,14 @@ def shared(
             f"shared() takes a value, not the symbolic variable {value}.\n"
             "HINT: to give a variable a value at each call, make it a function input."
         )
+    for ctor in reversed(_USER_CONSTRUCTORS):
+        extra = dict(kwargs, borrow=True) if borrow else kwargs
+        try:
+            var = ctor(value, name=name, strict=strict, allow_downcast=allow_downcast, **extra)
+        except TypeError:
+            continue
+        if var is not None:
+            return var
     pm = get_plugin_manager()
     if kwargs:
         # The hook has a fixed signature; keyword extras go to core's constructors.
@@ -277,3 +286,23 @@ def core_shared_constructor(
     if kwargs:
         return None
     return generic_shared_constructor(value, name, strict, allow_downcast, borrow)
+
+
+#: Constructors registered with :func:`shared_constructor`, tried by :func:`shared` before
+#: the plugins', the last registered first.
+_USER_CONSTRUCTORS: list[Callable[..., Any]] = []
+
+
+def shared_constructor(ctor: Callable[..., Any], remove: bool = False) -> Callable[..., Any]:
+    """Register ``ctor`` (Theano's decorator): :func:`shared` tries it before the built-in
+    constructors, the most recently registered first, calling ``ctor(value, name=...,
+    strict=..., allow_downcast=..., **kwargs)`` (plus ``borrow=True`` when asked). A
+    constructor declines a value by raising TypeError (or returning None). With
+    ``remove=True`` it is unregistered instead. Returns ``ctor``.
+    """
+    if remove:
+        if ctor in _USER_CONSTRUCTORS:
+            _USER_CONSTRUCTORS.remove(ctor)
+    elif ctor not in _USER_CONSTRUCTORS:
+        _USER_CONSTRUCTORS.append(ctor)
+    return ctor

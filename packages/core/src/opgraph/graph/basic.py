@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from opgraph.configdefaults import config
 from opgraph.graph.utils import Scratchpad, add_tag_trace
 from opgraph.plugins import get_plugin_manager
 
@@ -76,7 +77,18 @@ class Variable(Node):
         return f"<{self.type}>"
 
     def __repr__(self) -> str:
+        """``str(self)``; with ``config.print_test_value``, the test value's repr on a second
+        line (Theano's layout), when there is one."""
+        if config.current("print_test_value"):
+            try:
+                return f"{self}\n{self.__repr_test_value__()}"
+            except AttributeError:
+                pass
         return str(self)
+
+    def __repr_test_value__(self) -> str:
+        """The repr of the test value (Theano's hook for values that do not print well)."""
+        return repr(_test_value_of(self))
 
     @property
     def auto_name(self) -> str:
@@ -115,6 +127,10 @@ class Variable(Node):
         state = self.__dict__.copy()
         state.pop("_fn_cache", None)
         state.pop("_signature", None)  # holds hashes, which differ between processes
+        tag = state.get("tag")
+        if tag is not None and "test_value" in tag.__dict__ and not config.pickle_test_value:
+            tag = state["tag"] = tag.copy()  # config.pickle_test_value=False: leave it out
+            del tag.test_value
         if state.get("fgraph") is not None:
             # Its FunctionGraph pickles the graph's links flat and restores them, so that
             # pickling a deep graph does not recurse along it (see FunctionGraph.__getstate__).
@@ -199,6 +215,21 @@ class Constant(Variable):
         _init_copy(cp, self, name)
         cp._data = self._data
         return cp
+
+
+def _test_value_of(var: Variable) -> Any:
+    """``var``'s test value as stored (a Constant's data, a shared variable's value, else
+    ``var.tag.test_value``); AttributeError if it has none. ``opgraph.graph.op.get_test_value``
+    also checks it against the type."""
+    if isinstance(var, Constant):
+        return var.data
+    if (
+        var.owner is None
+        and hasattr(var, "container")
+        and callable(getattr(var, "get_value", None))
+    ):
+        return var.get_value(borrow=True, return_internal_type=True)  # type: ignore[attr-defined]
+    return var.tag.test_value
 
 
 def _init_copy(cp: Variable, var: Variable, name: str | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -9,6 +10,9 @@ from opgraph.graph.basic import Constant, Variable
 from opgraph.graph.traversal import graph_inputs, io_toposort
 
 __all__ = ["clone", "clone_get_equiv", "clone_replace"]
+
+#: Marks Theano's deprecated ``copy_inputs`` argument as not given.
+_DEPRECATED = object()
 
 
 def clone_get_equiv(
@@ -73,14 +77,31 @@ def clone_replace(
     replace: Mapping[Variable, Variable] | Iterable[tuple[Variable, Variable]] | None = None,
     strict: bool = True,
     share_inputs: bool = True,
+    copy_inputs: Any = _DEPRECATED,
 ) -> Any:
     """Return a copy of ``output`` where each key of ``replace`` is replaced by its value.
 
-    With ``strict`` the replacement must have the replaced variable's type (or be convertible to
+    This is Theano 1.0's ``theano.clone(output, replace=None, strict=True, share_inputs=True,
+    copy_inputs=...)``. ``replace`` is a dict or a list of ``(old, new)`` pairs. With
+    ``strict`` the replacement must have the replaced variable's type (or be convertible to
     it); otherwise Ops rebuild their nodes and output types may change. With ``share_inputs``
-    the graph's inputs are kept rather than copied. Returns a Variable if ``output`` was one,
-    else a list.
+    the graph's inputs are kept rather than copied (a copied shared variable still shares its
+    storage). ``copy_inputs`` is Theano's deprecated name for ``share_inputs``. Returns a
+    Variable if ``output`` was one, else a list.
     """
+    if copy_inputs is not _DEPRECATED:
+        warnings.warn(
+            "In `clone()` function, the argument `copy_inputs` has been deprecated and renamed "
+            "into `share_inputs`",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        share_inputs = bool(copy_inputs)
+    if replace is not None and not isinstance(replace, Mapping | list | tuple):
+        raise ValueError(
+            "replace is neither a dictionary, list, tuple or None ! The value provided is "
+            f"{replace}, of type {type(replace)}"
+        )
     outputs = [output] if isinstance(output, Variable) else list(output)
     pairs = list(replace.items() if isinstance(replace, Mapping) else (replace or ()))
     memo: dict[Any, Any] = {}

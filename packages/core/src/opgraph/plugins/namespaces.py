@@ -42,6 +42,7 @@ __all__ = [
 KNOWN: dict[str, str] = {
     "opgraph.sparse": "opgraph-sparse",
     "opgraph.gpuarray": "opgraph-backend-cuda",
+    "opgraph.tensor.opt": "opgraph-optimizers",
 }
 
 _busy = threading.local()
@@ -182,15 +183,17 @@ def uninstall_finder() -> None:
         sys.meta_path.remove(_finder)
 
 
-def module_getattr(name: str) -> ModuleType:
-    """``opgraph.__getattr__``: import a plugin-owned namespace on first attribute access.
+def module_getattr(name: str, package: str = "opgraph") -> ModuleType:
+    """A package's ``__getattr__`` (``opgraph``, ``opgraph.tensor``): import the
+    plugin-owned namespace ``package.name`` (``opgraph.sparse``, ``opgraph.tensor.opt``) on
+    first attribute access.
 
     Raises AttributeError for names that are not namespaces, and ModuleNotFoundError for
     a :data:`KNOWN` namespace whose distribution is not installed.
     """
-    if name.startswith("__") or resolve(f"opgraph.{name}") is None:
-        raise AttributeError(f"module 'opgraph' has no attribute {name!r}")
-    return importlib.import_module(f"opgraph.{name}")
+    if name.startswith("__") or resolve(f"{package}.{name}") is None:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    return importlib.import_module(f"{package}.{name}")
 
 
 def namespace_names() -> list[str]:

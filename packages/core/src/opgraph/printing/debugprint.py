@@ -22,6 +22,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
 
 __all__ = ["char_from_number", "debugprint", "format_provenance"]
@@ -171,6 +172,7 @@ def debugprint(
     print_rewrites: bool = False,
     print_destroy_map: bool = False,
     print_view_map: bool = False,
+    print_test_value: bool | None = None,
 ) -> Any:
     """Print a graph as indented text, one line per variable (Theano's ``debugprint``).
 
@@ -226,6 +228,8 @@ def debugprint(
     else:
         out = file
     id_maker = _Ids(ids, {} if used_ids is None else used_ids, {} if done is None else done)
+    if print_test_value is None:
+        print_test_value = bool(config.print_test_value)
     for var, order, smap in _targets(obj, print_storage):
         if not isinstance(var, Variable):
             out.write(f"{var}\n")
@@ -242,6 +246,7 @@ def debugprint(
             print_clients=print_clients,
             print_rewrites=print_rewrites,
             print_maps=(print_destroy_map, print_view_map),
+            print_test_value=print_test_value,
         )
     if file == "str":
         assert isinstance(out, io.StringIO)
@@ -250,6 +255,19 @@ def debugprint(
         out.flush()
         return None
     return file
+
+
+def _write_test_value(var: Variable, pre_child: str, write: Any) -> None:
+    """`` test_value: <repr>`` under ``var``'s line (continuation lines indented alike)."""
+    try:
+        text = var.__repr_test_value__()
+    except AttributeError:
+        return
+    pad = pre_child + (" |" if var.owner is not None and var.owner.inputs else "  ")
+    lines = text.splitlines() or [""]
+    write(f"{pad} test_value: {lines[0]}\n")
+    for line in lines[1:]:
+        write(f"{pad}             {line}\n")
 
 
 def _map_str(op: Any, attr: str, tag: str) -> str:
@@ -277,6 +295,7 @@ def _print_tree(
     print_clients: bool,
     print_rewrites: bool,
     print_maps: tuple[bool, bool] = (False, False),
+    print_test_value: bool = False,
     prefix: str = "",
 ) -> None:
     """Print ``root`` and its ancestors depth-first (an explicit stack, not recursion)."""
@@ -291,6 +310,8 @@ def _print_tree(
         if node is None or not hasattr(node, "op"):
             data = f" {smap.get(r, '')}" if smap else ""
             write(f"{pre}{r} {id_maker.get(r)}{type_str}{data}\n")
+            if print_test_value:
+                _write_test_value(r, pre_child, write)
             continue
         name = r.name if r.name is not None else ""
         op = node.op
@@ -303,6 +324,8 @@ def _print_tree(
         dmap = _map_str(op, "destroy_map", "d") if print_maps[0] else ""
         vmap = _map_str(op, "view_map", "v") if print_maps[1] else ""
         write(f"{pre}{op}{idx} {id_str}{type_str} '{name}' {dmap} {vmap} {index}{data}{clients}\n")
+        if print_test_value:
+            _write_test_value(r, pre_child, write)
         if already:
             continue
         if print_rewrites:

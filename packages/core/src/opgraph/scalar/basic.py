@@ -18,7 +18,7 @@ import numpy as np
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.clone import clone
-from opgraph.graph.null_type import DisconnectedType
+from opgraph.graph.null_type import DisconnectedType, NullType
 from opgraph.graph.op import Op
 from opgraph.graph.traversal import io_toposort
 from opgraph.graph.utils import MethodNotDefined
@@ -561,7 +561,13 @@ Invert = _unary("Invert", np.invert, int_out)
 IsNan = _unary("IsNan", np.isnan, bool_out)
 IsInf = _unary("IsInf", np.isinf, bool_out)
 Real = _unary("Real", np.real, float_out_of_complex, lambda m, x, z, gz: gz)
-Imag = _unary("Imag", np.imag, float_out_of_complex)
+Imag = _unary(
+    "Imag",
+    np.imag,
+    float_out_of_complex,
+    # gz = dC/dRe - i dC/dIm, the convention of mul and real: imag(z) = y gives -i gz
+    lambda m, x, z, gz: m.mul(gz, -1j) if x.type.dtype in complex_dtypes else _zero_grad(m, x),
+)
 Angle = _unary("Angle", np.angle, angle_out)
 Conj = _unary("Conj", np.conj, same_out, lambda m, x, z, gz: m.conj(gz))
 
@@ -883,7 +889,11 @@ class Composite(ScalarOp):
             if all(g is None for g in gzs):
                 continue
             gzs = [m.zeros_like(r) if g is None else g for g, r in zip(gzs, res, strict=True)]
-            grads = node.op.symbolic_grad(m, args, res, gzs)
+            null = next((g for g in gzs if isinstance(g.type, NullType)), None)
+            # an undefined gradient stays undefined through the nodes below it
+            grads = (
+                [null] * len(args) if null is not None else node.op.symbolic_grad(m, args, res, gzs)
+            )
             for v, g in zip(node.inputs, grads, strict=True):
                 if g is not None and not isinstance(v, Constant):
                     terms.setdefault(v, []).append(g)
@@ -892,9 +902,13 @@ class Composite(ScalarOp):
 
 
 def _sum_terms(m: ModuleType, terms: list[Variable] | None) -> Variable | None:
-    """The sum of gradient terms (None for none)."""
+    """The sum of gradient terms (None for none; an undefined term, a NullType, makes the
+    sum undefined)."""
     if not terms:
         return None
+    null = next((t for t in terms if isinstance(t.type, NullType)), None)
+    if null is not None:
+        return null
     return terms[0] if len(terms) == 1 else m.add(*terms)
 
 

@@ -1,5 +1,6 @@
-"""More scalar ops with Theano's names: rounding away from zero, degrees, reciprocal, and the
-``mul_without_zeros`` op behind ``Prod``'s gradient.
+"""More scalar ops with Theano's names: rounding away from zero, degrees, reciprocal, the
+``mul_without_zeros`` op behind ``Prod``'s gradient, and building complex numbers (``complex``,
+``complex_from_polar``).
 
 They follow :mod:`opgraph.scalar.basic`'s conventions: a NumPy ``impl`` applied to whole arrays
 by Elemwise, an output-type rule, and a gradient written against a math namespace ``m``.
@@ -23,14 +24,24 @@ from opgraph.scalar.basic import (
     upgrade_to_float,
     upgrade_to_float_no_complex,
 )
-from opgraph.scalar.type import ScalarType, complex_dtypes
+from opgraph.scalar.type import (
+    ScalarType,
+    complex_dtypes,
+    discrete_dtypes,
+    get_scalar_type,
+    upcast,
+)
 
 __all__ = [
+    "Complex",
+    "ComplexFromPolar",
     "Deg2Rad",
     "Inv",
     "MulWithoutZeros",
     "Rad2Deg",
     "RoundHalfAwayFromZero",
+    "complex",
+    "complex_from_polar",
     "deg2rad",
     "inv",
     "mul_without_zeros",
@@ -129,8 +140,97 @@ class MulWithoutZeros(ScalarOp):
         return np.where(x == 0, y, np.where(y == 0, x, x * y))
 
 
+def complex_out(x: ScalarType, y: ScalarType) -> tuple[ScalarType]:
+    """Output dtype of ``complex``: complex128 when the real upcast of the parts needs more
+    than float32 (float64, int32/64, uint32/64), else complex64; complex parts are an error."""
+    for t in (x, y):
+        if t.dtype in complex_dtypes:
+            raise TypeError(f"complex() needs real parts, got {t}; use real()/imag() first")
+    wide = upcast(x.dtype, y.dtype) in ("float64", "int64", "uint64", "int32", "uint32")
+    return (get_scalar_type("complex128" if wide else "complex64"),)
+
+
+def _from_parts(re: Any, im: Any) -> np.ndarray:
+    """The complex128 array ``re + i im`` with the parts stored as given (``inf`` in one part
+    leaves the other alone, unlike ``re + 1j * im``)."""
+    re, im = np.asarray(re), np.asarray(im)
+    out = np.empty(np.broadcast(re, im).shape, dtype=np.complex128)
+    out.real = re
+    out.imag = im
+    return out
+
+
+def _real_grad(m: ModuleType, x: Variable, grad: Any) -> Variable:
+    """The gradient ``grad()`` (a real expression) cast to ``x``'s float dtype; zero for an
+    integer ``x``."""
+    if x.type.dtype in discrete_dtypes:
+        return _zero_grad(m, x)
+    return m.cast(grad(), x.type.dtype)
+
+
+class Complex(ScalarOp):
+    """``complex(re, im)``: the complex number with these real and imaginary parts.
+
+    Gradient, with the convention of opgraph's complex gradients (those of ``mul``, ``real``,
+    ``imag``: ``gz = dC/dRe - i dC/dIm``, so that holomorphic ops multiply by ``f'(z)``):
+    ``dC/dre = Re(gz)``, ``dC/dim = -Im(gz)``. (Theano 1.0 disabled complex gradients, its
+    issue #178; its ``complex`` and ``mul`` follow two different conventions.)
+    """
+
+    nin = 2
+    output_types_preference = staticmethod(complex_out)
+
+    def impl(self, x: Any, y: Any) -> Any:
+        return _from_parts(x, y)
+
+    def symbolic_grad(
+        self,
+        m: ModuleType,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable | None]:
+        (x, y), (gz,) = inputs, output_grads
+        return [_real_grad(m, x, lambda: m.real(gz)), _real_grad(m, y, lambda: m.neg(m.imag(gz)))]
+
+
+class ComplexFromPolar(ScalarOp):
+    """``complex_from_polar(r, theta)``: ``r * exp(i theta)``; a negative radius is a
+    ValueError, as in Theano.
+
+    Gradient, with the convention of :class:`Complex` (``gz = dC/dRe - i dC/dIm``):
+    ``dC/dr = Re(gz exp(i theta))`` and ``dC/dtheta = -Im(gz z)``. (Theano 1.0 returns complex
+    values for these real inputs, which its own ``grad`` rejects.)
+    """
+
+    nin = 2
+    output_types_preference = staticmethod(complex_out)
+
+    def impl(self, r: Any, theta: Any) -> Any:
+        r, theta = np.asarray(r), np.asarray(theta)
+        if np.any(r < 0):
+            raise ValueError("polar radius must be non-negative", r)
+        return _from_parts(r * np.cos(theta), r * np.sin(theta))
+
+    def symbolic_grad(
+        self,
+        m: ModuleType,
+        inputs: Sequence[Variable],
+        outputs: Sequence[Variable],
+        output_grads: Sequence[Variable],
+    ) -> list[Variable | None]:
+        (r, theta), (z,), (gz,) = inputs, outputs, output_grads
+        unit = m.apply_scalar_op(complex_from_polar, m.ones_like(r), theta)
+        return [
+            _real_grad(m, r, lambda: m.real(m.mul(gz, unit))),
+            _real_grad(m, theta, lambda: m.neg(m.imag(m.mul(gz, z)))),
+        ]
+
+
 round_half_away_from_zero = RoundHalfAwayFromZero(name="round_half_away_from_zero")
 deg2rad = Deg2Rad(name="deg2rad")
 rad2deg = Rad2Deg(name="rad2deg")
 inv = Inv(name="inv")
 mul_without_zeros = MulWithoutZeros(name="mul_without_zeros")
+complex = Complex(name="complex")
+complex_from_polar = ComplexFromPolar(name="complex_from_polar")

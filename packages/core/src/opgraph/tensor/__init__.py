@@ -8,25 +8,31 @@ from opgraph.configdefaults import config as _config
 
 # ``from theano.tensor import Apply, Variable, Constant`` works in Theano (the seeds use it).
 from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.plugins.namespaces import module_getattr
 from opgraph.tensor import (
     blas,
     extra_ops,
+    io,
     nlinalg,
     nnet,
+    raw_random,
     shared_randomstreams,
     sharedvar,
     slinalg,
+    utils,
+    xlogx,
 )
-from opgraph.tensor import random as raw_random
 from opgraph.tensor.autodiff import Lop, Rop, grad
 from opgraph.tensor.axes import *
 from opgraph.tensor.basic import (
+    Choose,
     Rebroadcast,
     ScalarFromTensor,
     TensorFromScalar,
     addbroadcast,
     as_tensor,
     as_tensor_variable,
+    choose,
     constant,
     patternbroadcast,
     scalar_from_tensor,
@@ -38,8 +44,10 @@ from opgraph.tensor.dot import *
 from opgraph.tensor.elemwise import CAReduce, DimShuffle, Elemwise, Sum
 from opgraph.tensor.extra_ops import *
 from opgraph.tensor.gradcheck import verify_grad
+from opgraph.tensor.io import load
 from opgraph.tensor.jacobian import hessian, jacobian
 from opgraph.tensor.joining import *
+from opgraph.tensor.joining import stack
 from opgraph.tensor.math import *
 from opgraph.tensor.math import (
     abs_,
@@ -56,13 +64,19 @@ from opgraph.tensor.math import (
 )
 from opgraph.tensor.nlinalg import alloc_diag, diag, extract_diag, trace
 from opgraph.tensor.reduction import *
+from opgraph.tensor.reduction import max as _max
+from opgraph.tensor.reduction import min as _min
 from opgraph.tensor.shape import *
+from opgraph.tensor.shape import integer_dtypes as _integer_dtypes
 from opgraph.tensor.sort import *
 from opgraph.tensor.statistics import *
 from opgraph.tensor.structure import *
 from opgraph.tensor.subtensor import *
 from opgraph.tensor.type import TensorType
-from opgraph.tensor.variable import TensorConstant, TensorVariable
+from opgraph.tensor.variable import TensorConstant, TensorVariable, _tensor_py_operators
+
+#: Theano's list of the integer dtypes (``x.dtype in T.integer_dtypes``).
+integer_dtypes = list(_integer_dtypes)
 
 _KINDS = {
     "scalar": (),
@@ -73,6 +87,8 @@ _KINDS = {
     "tensor3": (False,) * 3,
     "tensor4": (False,) * 4,
     "tensor5": (False,) * 5,
+    "tensor6": (False,) * 6,
+    "tensor7": (False,) * 7,
 }
 _PREFIX = {
     "b": "int8",
@@ -96,15 +112,22 @@ def _make_constructor(kind: str, bcast: tuple[bool, ...]) -> Any:
 
 
 def _make_plural(single: Any) -> Any:
-    def plural(*names: str, **kwargs: Any) -> list[TensorVariable]:
+    def plural(*names: str, **kwargs: Any) -> Any:
         if len(names) == 1 and isinstance(names[0], int):
             return [single(**kwargs) for _ in range(names[0])]
-        if len(names) == 1 and isinstance(names[0], str) and "," in names[0]:
-            names = tuple(n.strip() for n in names[0].split(","))
+        if len(names) == 1 and isinstance(names[0], str):
+            if "," in names[0]:
+                names = tuple(n.strip() for n in names[0].split(","))
+            elif len(names[0]) == 1:
+                return single(names[0], **kwargs)  # Theano: scalars('x') is one variable
+            else:
+                names = tuple(names[0])  # Theano: scalars('abcd') names a, b, c, d
         return [single(n, **kwargs) for n in names]
 
     plural.__doc__ = (
-        f"Several ``{getattr(single, '__name__', 'tensor')}`` variables at once, by name."
+        f"Several ``{getattr(single, '__name__', 'tensor')}`` variables at once, by name: "
+        "``(n)`` unnamed ones, ``('x', 'y')`` or ``('x, y')`` named ones, and as in Theano "
+        "``('xy')`` one per letter (``('x')`` alone is one variable, not a list)."
     )
     return plural
 
@@ -125,3 +148,25 @@ def tensor(
 ) -> TensorVariable:
     """A symbolic tensor of any rank: ``tensor('float64', (False, True), 'x')``."""
     return TensorType(dtype or _config.floatX, broadcastable, shape=shape)(name)  # type: ignore[return-value]
+
+
+def ptp(a: Any, axis: Any = None) -> Variable:
+    """Range of values (maximum - minimum) along ``axis`` (all axes when None): "peak to
+    peak", as Theano's ``tensor.ptp`` and ``numpy.ptp``."""
+    a = as_tensor_variable(a)
+    return _max(a, axis) - _min(a, axis)
+
+
+def stacklists(arg: Any) -> Any:
+    """Stack nested lists of tensors (or scalars) recursively into one tensor of that
+    structure: ``stacklists([[a, b], [c, d]])`` of scalars is a 2x2 matrix, of matrices a
+    (2, 2, m, n) tensor. Anything that is not a list or tuple is returned as it is."""
+    if isinstance(arg, list | tuple):
+        return stack([stacklists(item) for item in arg])
+    return arg
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve plugin-owned namespaces under ``opgraph.tensor`` lazily (``opgraph.tensor.opt``,
+    Theano's rewrite helpers, from opgraph-optimizers)."""
+    return module_getattr(name, "opgraph.tensor")

@@ -15,10 +15,17 @@ from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.null_type import DisconnectedType, NullType, disconnected_type
-from opgraph.graph.traversal import io_toposort
+from opgraph.graph.traversal import graph_inputs, io_toposort
 from opgraph.graph.utils import MethodNotDefined, first_user_line
 from opgraph.tensor.basic import as_tensor_variable
-from opgraph.tensor.math import add, cast, ones_like, sum_to_broadcastable, zeros_like_grad
+from opgraph.tensor.math import (
+    add,
+    cast,
+    ones_like,
+    sum_to_broadcastable,
+    zeros_like,
+    zeros_like_grad,
+)
 from opgraph.tensor.type import TensorType
 
 __all__ = ["DisconnectedInputError", "Lop", "NullTypeGradError", "Rop", "grad"]
@@ -68,7 +75,9 @@ def _backprop(
         out_grads = []
         any_grad = False
         for o in node.outputs:
-            terms = contributions.get(id(o))
+            # A consider_constant variable keeps its own gradient (grad may return it, as
+            # Theano's does) but passes nothing on to the node computing it.
+            terms = None if id(o) in blocked else contributions.get(id(o))
             if terms:
                 any_grad = True
                 nulls = [t for t in terms if _is_null(t)]
@@ -84,7 +93,7 @@ def _backprop(
         if null is not None:
             # An undefined gradient stays undefined upstream: no L_op to call on it.
             for inp in node.inputs:
-                if id(inp) in ancestors_of_wrt and id(inp) not in blocked:
+                if id(inp) in ancestors_of_wrt:
                     contributions.setdefault(id(inp), []).append(null)
             continue
         try:
@@ -102,7 +111,7 @@ def _backprop(
                 f"for {len(node.inputs)} inputs"
             )
         for inp, ig in zip(node.inputs, input_grads, strict=True):
-            if _is_disconnected(ig) or id(inp) in blocked or id(inp) not in ancestors_of_wrt:
+            if _is_disconnected(ig) or id(inp) not in ancestors_of_wrt:
                 continue
             if not _is_null(ig):
                 ig = _match_type(inp, ig, node)
@@ -261,44 +270,128 @@ def Lop(
 
 
 def Rop(
-    f: Variable | Sequence[Variable], wrt: Variable | Sequence[Variable], eval_points: Any
+    f: Variable | Sequence[Variable],
+    wrt: Variable | Sequence[Variable],
+    eval_points: Any,
+    disconnected_outputs: str = "raise",
+    return_disconnected: str = "zero",
 ) -> Any:
     """Jacobian-vector product ``J v`` of ``f`` w.r.t. ``wrt`` with ``v = eval_points``.
 
-    Uses each Op's ``R_op`` (forward mode); an Op without one raises a clear error.
+    Theano 1.0's algorithm: every node above ``f`` gets its Op's ``R_op`` (forward mode), with
+    the given eval point for a ``wrt`` input, zeros for any other ownerless input (constants,
+    shared variables, unrelated inputs) and the tangent computed upstream otherwise. So the
+    result keeps the graph Theano builds: ``Rop(dot(x, W), W, V)`` is
+    ``dot(zeros_like(x), W) + dot(x, V)`` and still depends on ``W``.
+
+    Parameters
+    ----------
+    disconnected_outputs
+        'raise' (DisconnectedInputError), 'warn' or 'ignore' when an output of ``f`` gets no
+        tangent (it does not depend on ``wrt``, or only through non-differentiable Ops).
+    return_disconnected
+        For such an output: 'zero' (zeros like it), 'None', or 'Disconnected'.
+
+    Returns a list (tuple) if ``f`` is a list (tuple), else one Variable. An Op without
+    ``R_op`` on the path from ``wrt`` raises NotImplementedError.
     """
 
-    single_f = isinstance(f, Variable)
-    fs = [f] if single_f else list(f)
-    ws = [wrt] if isinstance(wrt, Variable) else list(wrt)
-    evs = [eval_points] if isinstance(wrt, Variable) else list(eval_points)
+    using_list, using_tuple = isinstance(f, list), isinstance(f, tuple)
+    fs = list(f) if isinstance(f, list | tuple) else [f]
+    ws = list(wrt) if isinstance(wrt, list | tuple) else [wrt]
+    evs = list(eval_points) if isinstance(eval_points, list | tuple) else [eval_points]
     if len(ws) != len(evs):
         raise ValueError(f"Rop: {len(ws)} wrt variables but {len(evs)} eval points")
+    ws = [w if isinstance(w, Variable) else as_tensor_variable(w) for w in ws]
     tangent: dict[int, Variable | None] = {}
-    for w, ev in zip(ws, evs, strict=True):
-        ev = as_tensor_variable(ev)
-        if hasattr(w.type, "ndim") and ev.type.ndim != w.type.ndim:
+    connected: set[int] = set()
+    for i, (w, ev) in enumerate(zip(ws, evs, strict=True)):
+        ev = ev if isinstance(ev, Variable) else as_tensor_variable(ev)
+        w_nd, ev_nd = getattr(w.type, "ndim", None), getattr(ev.type, "ndim", None)
+        if w_nd is not None and ev_nd is not None and w_nd != ev_nd:
             raise ValueError(
-                f"Rop: eval point for {w} must have {w.type.ndim} dimension(s), got {ev.type.ndim}"
+                f"Element {i} of wrt/eval_point have mismatched dimensionality: "
+                f"{w_nd} versus {ev_nd}"
             )
         tangent[id(w)] = ev
-    for node in io_toposort(ws, fs):
-        evals = [tangent.get(id(i)) for i in node.inputs]
-        if all(e is None for e in evals):
-            continue
+        connected.add(id(w))
+    wrt_ids = {id(w) for w in ws}
+    for node in io_toposort(graph_inputs(fs, blockers=ws), fs):
+        evals: list[Variable | None] = []
+        for inp in node.inputs:
+            if id(inp) in tangent:
+                evals.append(tangent[id(inp)])
+            elif inp.owner is None:
+                evals.append(zeros_like(inp) if isinstance(inp.type, TensorType) else None)
+            else:
+                evals.append(None)
+        evals = [None if e is None else _same_type_point(i, e) for i, e in zip(node.inputs, evals)]
+        is_connected = any(id(i) in connected for i in node.inputs)
         try:
             outs = node.op.R_op(node.inputs, evals)
         except MethodNotDefined as exc:
-            raise NotImplementedError(
-                f"Rop: {node.op} has no R_op, so forward-mode derivatives cannot pass through "
-                f"it ({exc}). HINT: use Lop, or ask for R_op on this Op."
-            ) from exc
+            if not is_connected:
+                outs = [None] * len(node.outputs)
+            else:
+                raise NotImplementedError(
+                    f"Rop: {node.op} has no R_op, so forward-mode derivatives cannot pass "
+                    f"through it ({exc}). HINT: use Lop, or ask for R_op on this Op."
+                ) from exc
+        if isinstance(outs, Variable):
+            outs = [outs]
         for o, t in zip(node.outputs, outs, strict=True):
-            tangent[id(o)] = t
-    result = []
+            if id(o) not in wrt_ids:
+                tangent[id(o)] = t
+                if is_connected:
+                    connected.add(id(o))
+    result: list[Any] = []
     for out in fs:
         t = tangent.get(id(out))
-        if t is None:
-            t = zeros_like_grad(out)
-        result.append(t)
-    return result[0] if single_f else result
+        if t is not None:
+            result.append(t)
+            continue
+        message = (
+            "Rop method was asked to compute the gradient with respect to a variable that is "
+            "not part of the computational graph of variables in wrt, or is used only by a "
+            f"non-differentiable operator: {out}"
+        )
+        if disconnected_outputs == "raise":
+            raise DisconnectedInputError(message)
+        if disconnected_outputs == "warn":
+            warnings.warn(message, stacklevel=2)
+        elif disconnected_outputs != "ignore":
+            raise ValueError(
+                "Invalid value for keyword 'disconnected_inputs', valid values are "
+                "'ignore', 'warn' and 'raise'."
+            )
+        kind = return_disconnected.lower()
+        if kind == "zero":
+            result.append(zeros_like(out))
+        elif kind == "none":
+            result.append(None)
+        elif kind == "disconnected":
+            result.append(disconnected_type())
+        else:
+            raise ValueError(
+                "Invalid value for keyword 'return_disconnected', valid values are "
+                "'zero', 'None' and 'Disconnected'."
+            )
+    if using_list:
+        return result
+    if using_tuple:
+        return tuple(result)
+    return result[0] if len(result) == 1 else result
+
+
+def _same_type_point(x: Variable, y: Variable) -> Variable:
+    """An eval point of ``x``'s type (cast to its dtype first if needed), as Theano's Rop."""
+    try:
+        return x.type.filter_variable(y)
+    except TypeError:
+        if not isinstance(x.type, TensorType):
+            return y
+        y = cast(y, x.type.dtype)
+        try:
+            return x.type.filter_variable(y)
+        except TypeError:
+            return y

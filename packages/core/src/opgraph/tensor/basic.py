@@ -14,17 +14,20 @@ import numpy as np
 
 import opgraph.scalar.basic as ps
 from opgraph.graph.basic import Apply, Constant, Variable, add_variable_converter
+from opgraph.graph.null_type import disconnected_type, grad_not_implemented
 from opgraph.graph.op import Op
 from opgraph.scalar.basic import _autocast_python
-from opgraph.scalar.type import ScalarType, get_scalar_type
+from opgraph.scalar.type import ScalarType, discrete_dtypes, get_scalar_type
 from opgraph.tensor.type import TensorType
 
 __all__ = [
+    "Choose",
     "Rebroadcast",
     "ScalarFromTensor",
     "TensorFromScalar",
     "as_tensor",
     "as_tensor_variable",
+    "choose",
     "constant",
     "patternbroadcast",
     "scalar_from_tensor",
@@ -247,3 +250,87 @@ class ScalarFromTensor(Op):
 
 tensor_from_scalar = TensorFromScalar()
 scalar_from_tensor = ScalarFromTensor()
+
+
+class Choose(Op):
+    """``np.choose(a, choices, mode=mode)``: for each position, the entry of the choice that
+    the integer ``a`` names there (Theano's ``tensor.basic.Choose``).
+
+    ``choices`` is one tensor whose first dimension enumerates the choices (a list of tensors
+    is stacked first, by :func:`choose`); ``a`` and each choice broadcast against each other,
+    right-aligned. ``mode`` says what an index outside ``[0, n)`` does: ``'raise'`` (a
+    ValueError when the function runs), ``'wrap'`` (modulo n) or ``'clip'``.
+    """
+
+    __props__ = ("mode",)
+
+    def __init__(self, mode: str = "raise") -> None:
+        if mode not in ("raise", "wrap", "clip"):
+            raise ValueError(f"Choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+        self.mode = mode
+
+    def make_node(self, a: Any, choices: Any) -> Apply:
+        a = as_tensor_variable(a)
+        if a.type.dtype not in discrete_dtypes:
+            raise TypeError(
+                f"choose's first argument must have an [u]int* dtype, got {a} of dtype "
+                f"{a.type.dtype}. HINT: cast it, e.g. opgraph.tensor.cast(a, 'int64')."
+            )
+        choices = as_tensor_variable(choices)
+        if choices.type.ndim < 1:
+            raise TypeError(
+                f"choose's choices must have a first dimension enumerating the choices, got "
+                f"{choices} of type {choices.type}"
+            )
+        out_ndim = max(a.type.ndim, choices.type.ndim - 1)
+        a_b = (True,) * (out_ndim - a.type.ndim) + a.type.broadcastable
+        c_b = (True,) * (out_ndim - choices.type.ndim + 1) + choices.type.broadcastable[1:]
+        bcast = [x and y for x, y in zip(a_b, c_b, strict=True)]
+        return Apply(self, [a, choices], [TensorType(choices.type.dtype, bcast)()])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+        a, choices = inputs
+        if a.dtype.kind == "b" or a.dtype == np.uint64:
+            a = a.astype(np.intp)  # np.choose takes indices that cast safely to intp
+        out = np.choose(a, choices, mode=self.mode)
+        output_storage[0][0] = np.asarray(out, dtype=node.outputs[0].type.dtype)
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        """Theano's rule: each dimension is ``a``'s unless ``a`` is broadcastable there (or
+        lacks it), then the choices'."""
+        a, choices = node.inputs
+        a_shape, c_shape = input_shapes
+        out_ndim = node.outputs[0].type.ndim
+        a_off = out_ndim - a.type.ndim
+        c_off = out_ndim - choices.type.ndim + 1
+        shape: list[Any] = []
+        for d in range(out_ndim):
+            if d >= a_off and not a.type.broadcastable[d - a_off]:
+                shape.append(a_shape[d - a_off])
+            elif d >= c_off:
+                shape.append(c_shape[d - c_off + 1])
+            else:
+                shape.append(a_shape[d - a_off] if d >= a_off else 1)
+        return [tuple(shape)]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
+        """The integer index ``a`` is not a differentiable input; Theano 1.0 defines no
+        gradient for the choices, so asking for it names this op (a NullType)."""
+        return [
+            disconnected_type(),
+            grad_not_implemented(
+                self,
+                1,
+                inputs[1],
+                "Theano 1.0's Choose has no gradient. HINT: switch(eq(a, i), x_i, ...) or "
+                "advanced indexing are differentiable.",
+            ),
+        ]
+
+
+def choose(a: Any, choices: Any, out: None = None, mode: str = "raise") -> Variable:
+    """Build an array from an index array ``a`` and the arrays ``choices`` to choose from,
+    as ``numpy.choose`` (Theano's ``tensor.basic.choose``; ``out`` must be None)."""
+    if out is not None:
+        raise TypeError("choose: out= is not supported (symbolic results are new variables)")
+    return Choose(mode)(a, choices)

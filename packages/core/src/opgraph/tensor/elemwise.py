@@ -17,7 +17,7 @@ import numpy as np
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.clone import clone_replace
-from opgraph.graph.null_type import grad_not_implemented
+from opgraph.graph.null_type import NullType, grad_not_implemented
 from opgraph.graph.op import Op
 from opgraph.graph.utils import MethodNotDefined
 from opgraph.scalar.basic import Composite, ScalarOp, add
@@ -299,8 +299,8 @@ class Elemwise(Op):
         grads = self.scalar_op.symbolic_grad(m, inputs, outputs, output_grads)
         result = []
         for x, g in zip(inputs, grads, strict=True):
-            if g is None:
-                result.append(None)
+            if g is None or isinstance(g.type, NullType):  # grad_not_implemented/undefined
+                result.append(g)
                 continue
             g = _as_tensor(g)
             # Sum over the dimensions where x was broadcast.

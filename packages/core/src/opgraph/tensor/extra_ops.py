@@ -1,4 +1,4 @@
-"""NumPy's array utilities as ops: repeat, nonzero, diff, bincount, fill_diagonal.
+"""NumPy's array utilities as ops: repeat, nonzero, diff, bincount, fill_diagonal, bartlett.
 
 Theano's ``tensor.extra_ops``; its index helpers (unravel_index, ravel_multi_index,
 searchsorted, unique) are in :mod:`opgraph.tensor.index_ops`.
@@ -13,10 +13,11 @@ import numpy as np
 
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Variable
-from opgraph.graph.null_type import disconnected_type
+from opgraph.graph.null_type import disconnected_type, grad_undefined
 from opgraph.graph.op import Op
 from opgraph.scalar.type import discrete_dtypes, upcast
 from opgraph.tensor.basic import as_tensor_variable
+from opgraph.tensor.cumulative import CumOp, cumprod, cumsum
 from opgraph.tensor.elemwise import DimShuffle
 from opgraph.tensor.index_ops import (
     RavelMultiIndex,
@@ -41,34 +42,47 @@ from opgraph.tensor.shape import (
     shape_i,
 )
 from opgraph.tensor.shape import squeeze as squeeze
-from opgraph.tensor.structure import alloc
-from opgraph.tensor.subtensor import getitem, take
+from opgraph.tensor.structure import alloc, arange, zeros
+from opgraph.tensor.subtensor import getitem, set_subtensor, take
 from opgraph.tensor.type import TensorType
 
 __all__ = [
+    "Bartlett",
     "BinCountOp",
+    "CpuContiguous",
     "DiffOp",
     "FillDiagonal",
+    "FillDiagonalOffset",
     "Nonzero",
     "Repeat",
     "RepeatOp",
     "SegmentSum",
+    "bartlett",
+    "bartlett_",
     "bincount",
     "compress",
+    "cpu_contiguous",
     "diff",
     "fill_diagonal",
+    "fill_diagonal_",
+    "fill_diagonal_offset",
+    "fill_diagonal_offset_",
     "flatnonzero",
     "nonzero",
     "nonzero_values",
     "repeat",
+    "to_one_hot",
 ]
 
 # Theano's tensor.extra_ops also holds these (same objects as in their own modules).
 __all__ += [
+    "CumOp",
     "RavelMultiIndex",
     "SearchsortedOp",
     "Unique",
     "UnravelIndex",
+    "cumprod",
+    "cumsum",
     "ravel_multi_index",
     "searchsorted",
     "unique",
@@ -502,3 +516,172 @@ _fill_diagonal = FillDiagonal()
 def fill_diagonal(a: Any, val: Any) -> Variable:
     """A copy of ``a`` with its main diagonal set to ``val`` (NumPy's fill_diagonal)."""
     return _fill_diagonal(a, val)
+
+
+#: Theano's name for the FillDiagonal instance.
+fill_diagonal_ = _fill_diagonal
+
+
+class FillDiagonalOffset(Op):
+    """A copy of the matrix ``a`` with its ``offset`` diagonal set to the scalar ``val``.
+
+    ``offset > 0`` is above the main diagonal, ``offset < 0`` below. Unlike NumPy's
+    ``fill_diagonal``, a tall matrix's diagonal is not wrapped (Theano's semantics).
+    """
+
+    __props__ = ()
+
+    def make_node(self, a: Any, val: Any, offset: Any) -> Apply:
+        a, val = as_tensor_variable(a), as_tensor_variable(val)
+        offset = as_tensor_variable(offset)
+        if a.type.ndim != 2:
+            raise TypeError(
+                f"{type(self).__name__}: first parameter must have exactly two dimensions, "
+                f"got {a} of type {a.type}"
+            )
+        if val.type.ndim != 0:
+            raise TypeError(
+                f"{type(self).__name__}: second parameter must be a scalar, got {val.type}"
+            )
+        if offset.type.ndim != 0:
+            raise TypeError(
+                f"{type(self).__name__}: third parameter must be a scalar, got {offset.type}"
+            )
+        if upcast(a.type.dtype, val.type.dtype) != a.type.dtype:
+            raise TypeError(
+                f"{type(self).__name__}: type of second parameter must be the same as the "
+                f"first's: val of dtype {val.type.dtype} does not fit in a of dtype "
+                f"{a.type.dtype}. HINT: cast a, or val, first."
+            )
+        if offset.type.dtype not in integer_dtypes:
+            raise TypeError(
+                f"{type(self).__name__}: type of third parameter must be an integer, got "
+                f"{offset.type}; use opgraph.tensor.cast(offset, 'int64')"
+            )
+        if val.type.dtype != a.type.dtype:
+            val = tm.cast(val, a.type.dtype)
+        return Apply(self, [a, val, offset], [a.type()])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+        a, val, offset = inputs
+        a = a.copy()
+        height, width = a.shape
+        offset = int(offset)
+        if offset >= 0:
+            start = offset
+            steps = min(width, height, width - offset)
+        else:
+            start = -offset * width
+            steps = min(width, height, height + offset)
+        step = width + 1
+        if steps > 0:
+            a.flat[start : start + step * steps : step] = val
+        output_storage[0][0] = a
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return [input_shapes[0]]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
+        a, val, offset = inputs
+        (gz,) = output_grads
+        undefined = grad_undefined(
+            self,
+            2,
+            offset,
+            "offset is not defined for non-integer offset so "
+            "fill_diagonal_offset(a, val, offset + eps) is undefined",
+        )
+        if a.type.dtype in discrete_dtypes:
+            return [tm.zeros_like_grad(a), tm.zeros_like_grad(val), undefined]
+        height, width = shape_i(gz, 0), shape_i(gz, 1)
+        # The filled entries are ``gz[i, i + offset]``: take them as a diagonal of gz.
+        rows = tm.maximum(-offset, 0)
+        cols = tm.maximum(offset, 0)
+        n = tm.maximum(tm.minimum(height - rows, width - cols), 0)
+        idx = arange(n)
+        g_val = tm.sum(getitem(gz, (idx + rows, idx + cols)))
+        return [fill_diagonal_offset(gz, 0, offset), g_val, undefined]
+
+
+fill_diagonal_offset_ = FillDiagonalOffset()
+
+
+def fill_diagonal_offset(a: Any, val: Any, offset: Any) -> Variable:
+    """A copy of the matrix ``a`` with its ``offset`` diagonal set to the scalar ``val``."""
+    return fill_diagonal_offset_(a, val, offset)
+
+
+class Bartlett(Op):
+    """The Bartlett (triangular) window of ``M`` points, ``numpy.bartlett(M)``, as float64.
+
+    ``M`` is an integer scalar; ``M <= 0`` gives an empty vector. Not differentiable
+    (``M`` is an integer).
+    """
+
+    __props__ = ()
+
+    def make_node(self, M: Any) -> Apply:
+        M = as_tensor_variable(M)
+        if M.type.ndim != 0:
+            raise TypeError(f"{type(self).__name__} only works on scalar input, got {M.type}")
+        if M.type.dtype not in integer_dtypes:
+            raise TypeError(f"{type(self).__name__} only works on integer input, got {M.type}")
+        return Apply(self, [M], [TensorType("float64", (False,))()])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+        output_storage[0][0] = np.asarray(np.bartlett(int(inputs[0])), dtype="float64")
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return [(as_int64(tm.maximum(node.inputs[0], 0)),)]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
+        return [tm.zeros_like_grad(inputs[0])]
+
+
+bartlett_ = Bartlett()
+
+
+def bartlett(M: Any) -> Variable:
+    """The Bartlett spectral window of ``M`` points (a float64 vector; empty if M <= 0).
+
+    The triangular window with end points at zero and its maximum normalised to one.
+    """
+    return bartlett_(M)
+
+
+class CpuContiguous(Op):
+    """``x`` itself if it is C-contiguous, else a C-contiguous copy (a view of its input)."""
+
+    __props__ = ()
+    view_map = {0: [0]}
+
+    def make_node(self, x: Any) -> Apply:
+        x = as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node: Apply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+        (x,) = inputs
+        output_storage[0][0] = x if x.flags["C_CONTIGUOUS"] else np.ascontiguousarray(x)
+
+    def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
+        return [input_shapes[0]]
+
+    def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
+        return [as_tensor_variable(output_grads[0])]
+
+    def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
+        return [None if eval_points[0] is None else self(eval_points[0])]
+
+
+cpu_contiguous = CpuContiguous()
+
+
+def to_one_hot(y: Any, nb_class: Any, dtype: str | None = None) -> Variable:
+    """The one-hot rows of the int vector ``y``: shape ``(len(y), nb_class)``, dtype floatX.
+
+    Row ``i`` is 1 at column ``y[i]`` and 0 elsewhere (Theano's ``to_one_hot``).
+    """
+    y = _int_tensor(y, "to_one_hot's y", ndim=1)
+    n = shape_i(y, 0)
+    ret = zeros((n, nb_class), dtype=dtype)
+    return set_subtensor(getitem(ret, (arange(n), y)), 1)

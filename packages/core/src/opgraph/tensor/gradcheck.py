@@ -47,8 +47,9 @@ class GradientError(Exception):
         self.abs_err, self.rel_err = abs_err, rel_err
 
 
-def numeric_grad(f: Any, pt: Sequence[np.ndarray], eps: float) -> list[np.ndarray]:
-    """Central finite differences of scalar function ``f`` at the point ``pt``."""
+def _central_differences(f: Any, pt: list[np.ndarray], eps: float) -> list[np.ndarray]:
+    """Central finite differences of scalar function ``f`` at the point ``pt`` (the estimate
+    ``verify_grad`` uses: second-order accurate, so its default tolerances can be tight)."""
     grads = []
     for k, x in enumerate(pt):
         g = np.zeros_like(x, dtype="float64")
@@ -65,6 +66,105 @@ def numeric_grad(f: Any, pt: Sequence[np.ndarray], eps: float) -> list[np.ndarra
         grads.append(g)
         pt[k] = x
     return grads
+
+
+class numeric_grad:
+    """The numeric gradient of a scalar function at a point, as Theano's ``numeric_grad``.
+
+    ``numeric_grad(f, pt, eps=None, out_type=None)`` evaluates ``f(*pt)`` and, for each
+    element of each array of ``pt``, ``f`` with that element moved by ``eps`` (one-sided
+    differences, Theano's estimate); the gradient is in ``self.gf`` (one array per array of
+    ``pt``, or a single array if ``pt`` was one). ``eps=None`` picks the step by dtype
+    (:attr:`type_eps`); ``out_type`` starting with ``'complex'`` makes ``gf`` complex.
+    """
+
+    type_eps: dict[Any, float] = {
+        "float64": 1e-7,
+        "float32": 3e-4,
+        "float16": 1e-1,
+        np.dtype("float64"): 1e-7,
+        np.dtype("float32"): 3e-4,
+        np.dtype("float16"): 1e-1,
+    }
+
+    def __init__(self, f: Any, pt: Any, eps: float | None = None, out_type: str | None = None):
+        packed_pt = not isinstance(pt, list | tuple)
+        if packed_pt:
+            pt = [pt]
+        apt = [np.array(p) for p in pt]
+        dtypes = [str(p.dtype) for p in apt]
+        for dt in dtypes:
+            if dt not in self.type_eps:
+                raise TypeError(
+                    f"numeric_grad: the point has dtype {dt}; finite differences need "
+                    "float16, float32 or float64 arrays"
+                )
+        total_size = sum(int(np.prod(p.shape)) for p in apt)
+        working_dtype = min((self.type_eps[dt], dt) for dt in dtypes)[1]
+        x = np.ndarray((total_size,), dtype=working_dtype)
+        if out_type is not None and out_type.startswith("complex"):
+            gx = np.ndarray((total_size,), dtype=out_type)
+        else:
+            gx = np.ndarray((total_size,), dtype=working_dtype)
+        if eps is None:
+            eps = max(self.type_eps[dt] for dt in dtypes)
+        # apt[i] and self.gf[i] are views of x and gx: moving x[i] moves the right element.
+        cur = 0
+        self.gf: Any = []
+        for i, p in enumerate(apt):
+            size = int(np.prod(p.shape))
+            apt[i] = x[cur : cur + size].reshape(p.shape)
+            self.gf.append(gx[cur : cur + size].reshape(p.shape))
+            apt[i][...] = p
+            cur += size
+        f_x = f(*[p.copy() for p in apt])
+        x_copy = x.copy()
+        for i in range(total_size):
+            x[:] = x_copy
+            x[i] += eps
+            f_eps = f(*apt)
+            gx[i] = (f_eps - f_x) / eps
+        if packed_pt:
+            self.gf = self.gf[0]
+
+    @staticmethod
+    def abs_rel_err(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``(abs(a - b), abs(a - b) / max(abs(a) + abs(b), 1e-8))`` element by element."""
+        abs_err = abs(a - b)
+        rel_err = abs_err / np.maximum(abs(a) + abs(b), [1e-8])
+        return np.asarray(abs_err), np.asarray(rel_err)
+
+    def abs_rel_errors(self, g_pt: Sequence[Any]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`abs_rel_err` of each array of ``g_pt`` against :attr:`gf`; ValueError if
+        the number of arrays or a shape differs."""
+        if len(g_pt) != len(self.gf):
+            raise ValueError("argument has wrong number of elements", len(g_pt))
+        errs = []
+        for i, (a, b) in enumerate(zip(g_pt, self.gf, strict=True)):
+            if a.shape != b.shape:
+                raise ValueError(f"argument element {i} has wrong shape {(a.shape, b.shape)}")
+            errs.append(numeric_grad.abs_rel_err(a, b))
+        return errs
+
+    def max_err(
+        self, g_pt: Sequence[Any], abs_tol: float, rel_tol: float
+    ) -> tuple[int, int, Any, Any]:
+        """The worst violation of the tolerances: ``(array index, flat position, abs_err,
+        rel_err)`` at the argmax of ``min(abs_err / abs_tol, rel_err / rel_tol)``."""
+        pos, errs, abs_errs, rel_errs = [], [], [], []
+        for abs_err, rel_err in self.abs_rel_errors(g_pt):
+            if not np.all(np.isfinite(abs_err)):
+                raise ValueError("abs_err not finite", repr(abs_err))
+            if not np.all(np.isfinite(rel_err)):
+                raise ValueError("rel_err not finite", repr(rel_err))
+            scaled = np.minimum(abs_err / abs_tol, rel_err / rel_tol)
+            max_i = scaled.argmax()
+            pos.append(max_i)
+            errs.append(scaled.flatten()[max_i])
+            abs_errs.append(abs_err.flatten()[max_i])
+            rel_errs.append(rel_err.flatten()[max_i])
+        max_arg = int(np.argmax(errs))
+        return max_arg, int(pos[max_arg]), abs_errs[max_arg], rel_errs[max_arg]
 
 
 _EPS = {"float64": 1e-7, "float32": 1e-2, "float16": 1e-1}
@@ -129,7 +229,7 @@ def verify_grad(
             cast = [a.astype(p.dtype) for a, p in zip(args, pt, strict=True)]
             return float(cost_fn(*cast, proj))
 
-        numeric = numeric_grad(f, work, eps)
+        numeric = _central_differences(f, work, eps)
         for k, (a, n) in enumerate(zip(analytic, numeric, strict=True)):
             a = np.asarray(a, dtype="float64")
             abs_err = np.abs(a - n)

@@ -19,6 +19,7 @@ import numpy as np
 
 import opgraph.scalar.basic as ps
 import opgraph.scalar.extra as px
+import opgraph.scalar.special as pspecial
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Constant, Variable
 from opgraph.printing.pprint import (
@@ -65,6 +66,8 @@ __all__ = [  # noqa: RUF022 (grouped by topic)
     "isclose",
     "isnan",
     "isinf",
+    "isnan_",
+    "isinf_",
     # logical and bitwise
     "and_",
     "or_",
@@ -113,6 +116,15 @@ __all__ = [  # noqa: RUF022 (grouped by topic)
     "gammaln",
     "psi",
     "tri_gamma",
+    "i0",
+    "i1",
+    "iv",
+    "j0",
+    "j1",
+    "jv",
+    "erfcx",
+    "erfcinv",
+    "chi2sf",
     "sigmoid",
     "softplus",
     # complex numbers
@@ -120,6 +132,8 @@ __all__ = [  # noqa: RUF022 (grouped by topic)
     "imag",
     "angle",
     "conj",
+    "complex",
+    "complex_from_polar",
     # selection, filling, casting
     "switch",
     "where",
@@ -262,8 +276,41 @@ round_half_away_from_zero, round_half_away_from_zero_inplace = _scal_elemwise(
 deg2rad, deg2rad_inplace = _scal_elemwise(px.deg2rad, "deg2rad", "Degrees to radians.")
 rad2deg, rad2deg_inplace = _scal_elemwise(px.rad2deg, "rad2deg", "Radians to degrees.")
 inv, inv_inplace = _scal_elemwise(px.inv, "inv", "Elementwise reciprocal ``1.0 / x``.")
+i0, i0_inplace = _scal_elemwise(
+    pspecial.i0, "i0", "Modified Bessel function of the first kind of order 0."
+)
+i1, i1_inplace = _scal_elemwise(
+    pspecial.i1, "i1", "Modified Bessel function of the first kind of order 1."
+)
+iv, iv_inplace = _scal_elemwise(
+    pspecial.iv, "iv", "Modified Bessel function of the first kind of real order v: iv(v, x)."
+)
+j0, j0_inplace = _scal_elemwise(pspecial.j0, "j0", "Bessel function of the first kind of order 0.")
+j1, j1_inplace = _scal_elemwise(pspecial.j1, "j1", "Bessel function of the first kind of order 1.")
+jv, jv_inplace = _scal_elemwise(
+    pspecial.jv, "jv", "Bessel function of the first kind of real order v: jv(v, x)."
+)
+erfcx, erfcx_inplace = _scal_elemwise(
+    pspecial.erfcx, "erfcx", "Scaled complementary error function ``exp(x**2) * erfc(x)``."
+)
+erfcinv, erfcinv_inplace = _scal_elemwise(
+    pspecial.erfcinv, "erfcinv", "Inverse complementary error function."
+)
+chi2sf, chi2sf_inplace = _scal_elemwise(
+    pspecial.chi2sf, "chi2sf", "Chi-square survival function ``chi2sf(x, k)`` (float64)."
+)
+complex, complex_inplace = _scal_elemwise(
+    px.complex, "complex", "The complex tensor with real part ``real`` and imaginary ``imag``."
+)
+complex_from_polar, complex_from_polar_inplace = _scal_elemwise(
+    px.complex_from_polar, "complex_from_polar", "``abs * exp(1j * angle)`` (abs >= 0)."
+)
 
 # Theano's and NumPy's other names for the same functions.
+# ``isnan_``/``isinf_``: Theano 1.0's names for the Elemwise itself (its ``isnan`` skips the
+# op for integer inputs; here the op answers False for them, the same values).
+isnan_ = isnan
+isinf_ = isinf
 fill = second
 floor_div = int_div
 abs = abs_

@@ -1,4 +1,5 @@
-"""Ops that build tensors of a given structure: alloc, zeros/ones/full, arange, eye.
+"""Ops that build tensors of a given structure: alloc, zeros/ones/full, arange, eye, and the
+``mgrid``/``ogrid`` grids.
 
 Joining and splitting (``join``, ``concatenate``, ``stack``, ``split``, ``tile``, ``roll``)
 live in :mod:`opgraph.tensor.joining`. ``zeros_like``/``ones_like``/``fill`` are in
@@ -39,6 +40,8 @@ __all__ = [
     "eye",
     "full",
     "identity_like",
+    "mgrid",
+    "ogrid",
     "ones",
     "zeros",
 ]
@@ -408,6 +411,60 @@ def identity_like(x: Any) -> Variable:
     if x.type.ndim != 2:
         raise TypeError(f"identity_like needs a matrix, got {x} of type {x.type}")
     return eye(shape_i(x, 0), shape_i(x, 1), 0, dtype=x.type.dtype)
+
+
+class _NdGrid:
+    """``mgrid[0:5, 0:3]`` (dense) and ``ogrid[0:5, 0:3]`` (open): NumPy's grids of evenly
+    spaced values, one tensor per slice, as Theano 1.0's ``tensor.mgrid``/``ogrid``.
+
+    Each slice ``start:stop:step`` is ``arange(start or 0, stop, step or 1)``; grid ``j`` runs
+    along dimension ``j``. The open grid keeps length-1 (broadcastable) dimensions elsewhere;
+    the dense one broadcasts every grid to the full shape. With one slice the result is one
+    tensor, as in NumPy.
+    """
+
+    def __init__(self, sparse: bool = False) -> None:
+        self.sparse = sparse
+
+    def __repr__(self) -> str:
+        return "ogrid" if self.sparse else "mgrid"
+
+    def __getitem__(self, key: Any) -> Any:
+        slices = key if isinstance(key, tuple) else (key,)
+        for sl in slices:
+            if not isinstance(sl, slice):
+                raise TypeError(f"{self}[...] takes slices such as 0:5 or 0:1:0.25, got {sl!r}")
+            if isinstance(sl.step, complex):
+                raise TypeError(
+                    f"{self}: a complex step ({sl.step!r}, NumPy's number of points) is not "
+                    "supported; give the step itself, or use arange/linspace"
+                )
+        ndim = len(slices)
+        ranges = [
+            arange(0 if sl.start is None else sl.start, sl.stop, 1 if sl.step is None else sl.step)
+            for sl in slices
+        ]
+        ranges = [
+            r.dimshuffle(["x"] * j + [0] + ["x"] * (ndim - 1 - j))  # type: ignore[attr-defined]
+            for j, r in enumerate(ranges)
+        ]
+        if self.sparse:
+            grids = ranges
+        else:
+            ones = [tm.ones_like(r) for r in ranges]
+            grids = [
+                tm.mul(*[ranges[j] if j == i else ones[j] for j in range(ndim)])
+                if ndim > 1
+                else ranges[0]
+                for i in range(ndim)
+            ]
+        return grids if isinstance(key, tuple) else grids[0]
+
+
+#: ``mgrid[0:5, 0:3]``: the dense grids (each of the full shape), as ``numpy.mgrid``.
+mgrid = _NdGrid()
+#: ``ogrid[0:5, 0:3]``: the open grids (length 1 except along their own axis), as ``numpy.ogrid``.
+ogrid = _NdGrid(sparse=True)
 
 
 def _register_printers() -> None:

@@ -108,22 +108,31 @@ class _tensor_py_operators:
         return _binop(tm.xor, other, self)
 
     # comparisons (``==`` stays identity, as in Theano: use ``eq``) ------------------------
+    #: Whether ``bool(var)`` is True (Theano 1.0): every variable is truthy, so
+    #: ``if not W:`` / ``if persistent:`` work, except the results of ``<``, ``<=``,
+    #: ``>``, ``>=``, which raise so that ``a < b < c`` cannot silently mean ``b < c``.
+    _is_nonzero = True
+
     def __lt__(self, other: Any) -> Any:
-        return _binop(tm.lt, self, other)
+        return _comparison(_binop(tm.lt, self, other))
 
     def __le__(self, other: Any) -> Any:
-        return _binop(tm.le, self, other)
+        return _comparison(_binop(tm.le, self, other))
 
     def __gt__(self, other: Any) -> Any:
-        return _binop(tm.gt, self, other)
+        return _comparison(_binop(tm.gt, self, other))
 
     def __ge__(self, other: Any) -> Any:
-        return _binop(tm.ge, self, other)
+        return _comparison(_binop(tm.ge, self, other))
 
     def __bool__(self) -> bool:
+        if self._is_nonzero:
+            return True
         raise TypeError(
-            f"the truth value of the symbolic variable {self} is not known until the function "
-            "runs. HINT: use opgraph.tensor.switch / opgraph.ifelse.ifelse for conditions."
+            "Variables do not support boolean operations. The truth value of the comparison "
+            f"{self} is not known until the function runs (and `a < b < c` would mean "
+            "`(a < b) and (b < c)`). HINT: use opgraph.tensor.switch / opgraph.ifelse.ifelse "
+            "for conditions, and opgraph.tensor.and_ to combine comparisons."
         )
 
     def __len__(self) -> int:
@@ -346,6 +355,13 @@ class _tensor_py_operators:
     def nonzero(self, return_matrix: bool = False) -> Any:
         """Indices of the non-zero elements, one vector per dimension."""
         return textra.nonzero(self, return_matrix=return_matrix)
+
+
+def _comparison(result: Any) -> Any:
+    """Mark the result of ``<``/``<=``/``>``/``>=`` as not truthy (see ``__bool__``)."""
+    if isinstance(result, Variable):
+        result._is_nonzero = False
+    return result
 
 
 def _binop(fn: Any, a: Any, b: Any) -> Any:

@@ -221,20 +221,36 @@ def _axis_for(x: Variable, axis: int) -> int:
     return -1 if axis == nd - 1 else axis
 
 
+def _row_if_vector(c: Variable, axis: Any, name: str) -> tuple[Variable, int]:
+    """Theano 1.0 pads a vector to a one-row matrix before (log-)softmax: ``(n,) -> (1, n)``.
+
+    Code written for Theano indexes the result as a matrix (``s[0]``, ``s[:, k]``), so a
+    vector gives a ``(1, n)`` row here too; its gradient is the vector's again.
+    """
+    if c.type.ndim == 1:
+        _axis_for(c, axis)  # range check on the user's axis (0 or -1)
+        return c.dimshuffle("x", 0), -1
+    if c.type.ndim == 0:
+        raise TypeError(f"{name}: needs at least 1 dimension, got {c} of type {c.type}")
+    return c, _axis_for(c, axis)
+
+
 def softmax(c: Any, axis: int = -1) -> Variable:
     """Softmax of ``c`` along ``axis`` (the last: row-wise on a matrix, as Theano).
 
-    A vector gives a vector (Theano 1.0 returned a one-row matrix, with a deprecation
-    warning announcing this change).
+    A vector gives a ``(1, n)`` row, as Theano 1.0 (which padded vectors this way).
     """
-    c = float_tensor("softmax", c, 0, "c")
-    return Softmax(_axis_for(c, axis))(c)
+    c, axis = _row_if_vector(float_tensor("softmax", c, 0, "c"), axis, "softmax")
+    return Softmax(axis)(c)
 
 
 def log_softmax(c: Any, axis: int = -1) -> Variable:
-    """``log(softmax(c, axis))``, computed stably (finite for logits of any size)."""
-    c = float_tensor("log_softmax", c, 0, "c")
-    return LogSoftmax(_axis_for(c, axis))(c)
+    """``log(softmax(c, axis))``, computed stably (finite for logits of any size).
+
+    A vector gives a ``(1, n)`` row, as Theano 1.0's ``logsoftmax``.
+    """
+    c, axis = _row_if_vector(float_tensor("log_softmax", c, 0, "c"), axis, "log_softmax")
+    return LogSoftmax(axis)(c)
 
 
 logsoftmax = log_softmax
