@@ -14,6 +14,11 @@ import pytest
 from opgraph.compile.mode import Mode
 from opgraph.configdefaults import config
 
+# The tests import their shared helpers (thunk_checks.py) by name.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def c_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:

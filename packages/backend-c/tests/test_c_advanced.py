@@ -10,19 +10,22 @@ checks compile small graphs with the ``c`` linker, the ``py`` linker and
 from __future__ import annotations
 
 import copy
-import ctypes
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pytest
+from thunk_checks import layouts as _layouts
+from thunk_checks import node_storage
+from thunk_checks import perform_outputs as _perform
+from thunk_checks import twin as _twin
 
 import opgraph
 import opgraph.tensor as T
 from opgraph.compile.debugmode import DebugMode
 from opgraph.compile.function import function
 from opgraph.compile.mode import Mode
-from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.basic import Apply, Variable
 from opgraph.tensor.subtensor_advanced import (
     AdvancedIncSubtensor,
     AdvancedIncSubtensor1,
@@ -47,49 +50,13 @@ def _value(shape: Sequence[int], dtype: str = "float64", seed: int = 0) -> np.nd
     return np.asarray(v).astype(dtype)
 
 
-def _layouts(v: np.ndarray) -> list[np.ndarray]:
-    """``v`` C-contiguous, Fortran-ordered, and as a strided view (same shape and values)."""
-    out = [v]
-    if v.ndim:
-        out.append(np.asfortranarray(v))
-        big = np.zeros(tuple(2 * s for s in v.shape), dtype=v.dtype)
-        strided = big[tuple(slice(None, None, 2) for _ in v.shape)]
-        strided[...] = v
-        out.append(strided)
-    return out
-
-
-def _twin(v: Any) -> Any:
-    """A copy of ``v`` with the same shape, strides and flags (deepcopy makes it contiguous)."""
-    if not isinstance(v, np.ndarray) or v.size == 0:
-        return copy.deepcopy(v)
-    lo, hi = np.lib.array_utils.byte_bounds(v)
-    buf = np.frombuffer(bytearray(ctypes.string_at(lo, hi - lo)), dtype=np.uint8)
-    out = np.ndarray(v.shape, v.dtype, buffer=buf, offset=v.ctypes.data - lo, strides=v.strides)
-    out.flags.writeable = v.flags.writeable
-    return out
-
-
 def _thunk(node: Apply, values: Sequence[Any], c: bool) -> tuple[Any, list[list[Any]]]:
     """The node's thunk with its input cells holding ``values`` (constants filled in)."""
-    storage: dict[Variable, list[Any]] = {}
-    it = iter(values)
-    for v in node.inputs:
-        storage[v] = [v.data if isinstance(v, Constant) else next(it)]
-    for o in node.outputs:
-        storage[o] = [None]
+    storage = node_storage(node, values)
     thunk = get_registry().make_thunk(node, storage, None)
     assert isinstance(thunk, _advanced.AdvancedThunk) == c, (node.op, thunk)
     assert not getattr(thunk, "py_fallback", False)
     return thunk, [storage[o] for o in node.outputs]
-
-
-def _perform(node: Apply, values: Sequence[Any]) -> list[Any]:
-    it = iter(values)
-    inputs = [v.data if isinstance(v, Constant) else next(it) for v in node.inputs]
-    out: list[list[Any]] = [[None] for _ in node.outputs]
-    node.op.perform(node, inputs, out)
-    return [c[0] for c in out]
 
 
 def _outcome(fn: Any) -> tuple[Any, Any]:

@@ -10,7 +10,6 @@ linker, the ``py`` linker and ``DebugMode(linker="c")``.
 from __future__ import annotations
 
 import copy
-import ctypes
 import itertools
 import warnings
 from collections.abc import Sequence
@@ -18,12 +17,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from thunk_checks import layouts as _layouts
+from thunk_checks import node_storage
+from thunk_checks import perform_outputs as _perform
+from thunk_checks import twin as _twin
 
 import opgraph.tensor as T
 from opgraph.compile.debugmode import DebugMode
 from opgraph.compile.function import function
 from opgraph.compile.mode import Mode
-from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.basic import Apply, Variable
 from opgraph.link.dispatch import KernelFallbackWarning
 from opgraph.tensor.cumulative import CumOp
 from opgraph.tensor.joining import Join, Split
@@ -44,30 +47,6 @@ def _value(shape: Sequence[int], dtype: str = "float64", seed: int = 0) -> np.nd
     return np.asarray(rng.standard_normal(shape) * 5).astype(dtype)
 
 
-def _layouts(v: np.ndarray) -> list[np.ndarray]:
-    """``v`` C-contiguous, Fortran-ordered, and as a strided, reversed view (same values)."""
-    out = [v]
-    if v.ndim:
-        out.append(np.asfortranarray(v))
-        big = np.zeros(tuple(2 * s + 1 for s in v.shape), dtype=v.dtype)
-        strided = big[tuple(slice(None, None, 2) for _ in v.shape)][..., ::-1]
-        strided = strided[tuple(slice(0, s) for s in v.shape)]
-        strided[...] = v
-        out.append(strided)
-    return out
-
-
-def _twin(v: Any) -> Any:
-    """A copy of ``v`` with the same shape, strides and flags (deepcopy makes it contiguous)."""
-    if not isinstance(v, np.ndarray) or v.size == 0:
-        return copy.deepcopy(v)
-    lo, hi = np.lib.array_utils.byte_bounds(v)
-    buf = np.frombuffer(bytearray(ctypes.string_at(lo, hi - lo)), dtype=np.uint8)
-    out = np.ndarray(v.shape, v.dtype, buffer=buf, offset=v.ctypes.data - lo, strides=v.strides)
-    out.flags.writeable = v.flags.writeable
-    return out
-
-
 def _strides(a: np.ndarray) -> list[int]:
     """Strides of the dimensions longer than 1 (the others are arbitrary)."""
     return [s for s, n in zip(a.strides, a.shape, strict=True) if n > 1]
@@ -76,12 +55,7 @@ def _strides(a: np.ndarray) -> list[int]:
 def _thunk(node: Apply, values: Sequence[Any]) -> tuple[Any, list[list[Any]], list[int]]:
     """The node's C thunk with its input cells holding ``values`` (constants filled in), its
     output cells, and a list counting the thunk's calls of the Op's ``perform``."""
-    storage: dict[Variable, list[Any]] = {}
-    it = iter(values)
-    for v in node.inputs:
-        storage[v] = [v.data if isinstance(v, Constant) else next(it)]
-    for o in node.outputs:
-        storage[o] = [None]
+    storage = node_storage(node, values)
     calls = [0]
     perform = node.op.perform
 
@@ -97,14 +71,6 @@ def _thunk(node: Apply, values: Sequence[Any]) -> tuple[Any, list[list[Any]], li
     assert isinstance(thunk, C_THUNKS), (node.op, thunk)
     assert not getattr(thunk, "py_fallback", False)
     return thunk, [storage[o] for o in node.outputs], calls
-
-
-def _perform(node: Apply, values: Sequence[Any]) -> list[Any]:
-    it = iter(values)
-    inputs = [v.data if isinstance(v, Constant) else next(it) for v in node.inputs]
-    out: list[list[Any]] = [[None] for _ in node.outputs]
-    node.op.perform(node, inputs, out)
-    return [c[0] for c in out]
 
 
 def _outcome(fn: Any) -> tuple[Any, Any]:

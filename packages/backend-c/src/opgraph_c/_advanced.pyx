@@ -25,7 +25,7 @@ from libc.stdint cimport (int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, 
                           uint64_t)
 from libc.string cimport memcpy
 
-from opgraph_c._vm cimport CThunk
+from opgraph_c._vm cimport NodeThunk
 
 import numpy as np
 
@@ -542,50 +542,18 @@ cdef class Offsets:
 # thunks
 
 
-cdef class AdvancedThunk(CThunk):
-    """Base of this module's thunks: the node, its cells, and ``perform`` for the rest.
+cdef class AdvancedThunk(NodeThunk):
+    """Base of this module's thunks (:class:`opgraph_c._vm.NodeThunk`: the node, its cells,
+    ``perform`` for the rest, ``perform_calls``), with the indexed input's rank and dtype."""
 
-    Parameters
-    ----------
-    node
-        The Apply node.
-    in_cells, out_cells
-        Its storage cells.
-    """
-
-    cdef public object node
-    #: How many calls ran the Op's perform (a value or an error the C path does not take).
-    cdef public Py_ssize_t perform_calls
-    cdef object perform_fn
-    cdef list in_cells, out_cells
     cdef int xnd, xtype
     cdef Offsets doff, soff
 
     def __init__(self, node, list in_cells, list out_cells):
-        for v in (*node.inputs, *node.outputs):
-            if getattr(v.type, "ndim", 0) > MAXDIMS:
-                raise ValueError(f"{node.op}: more than {MAXDIMS} dimensions ({v.type})")
-        self.node = node
-        self.perform_fn = node.op.perform
-        self.in_cells, self.out_cells = in_cells, out_cells
-        self.inputs, self.outputs = in_cells, out_cells
-        self.lazy = False
+        NodeThunk.__init__(self, node, in_cells, out_cells, MAXDIMS)
         self.xnd = node.inputs[0].type.ndim
         self.xtype = np.dtype(node.inputs[0].type.dtype).num
         self.doff, self.soff = Offsets(), Offsets()
-
-    cdef int fast(self) except -1:
-        """Compute the outputs; return 1 to let ``perform`` do it (nothing written yet)."""
-        return 1
-
-    cdef int run(self) except -1:
-        if self.fast():
-            self.perform_calls += 1
-            self.perform_fn(self.node, [(<list>c)[0] for c in self.in_cells], self.out_cells)
-        return 0
-
-    cdef inline object arg(self, Py_ssize_t i):
-        return (<list>self.in_cells[i])[0]
 
     cdef bint x_ok(self, object x) noexcept:
         """``x`` is an ndarray (not a subclass) of the node's rank and dtype."""

@@ -15,8 +15,8 @@ dimensions that do not merge), or on a C-ordered copy (reduced dimensions that d
 merge). Empty inputs, and values that are not an aligned native array of the node's dtype
 and ndim, take the Op's ``perform`` (same results and same errors).
 
-Threads are used from ``c__openmp_threshold`` elements on, unless the machine is already
-busy (:mod:`opgraph_c._threads` decides). The result does not depend on the number of
+Threads are used from ``c__openmp_threshold`` elements on, while they are faster than one
+thread (:mod:`opgraph_c._threads` decides). The result does not depend on the number of
 threads.
 """
 

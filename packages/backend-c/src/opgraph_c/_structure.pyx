@@ -24,7 +24,7 @@ from cpython.object cimport Py_TYPE, PyObject, PyObject_TypeCheck, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from libc.string cimport memcpy
 
-from opgraph_c._vm cimport CThunk
+from opgraph_c._vm cimport NodeThunk
 
 import numpy as np
 
@@ -166,45 +166,9 @@ cdef inline cnp.ndarray _int64_array(int nd, cnp.npy_intp* dims):
     return <cnp.ndarray>cnp.PyArray_EMPTY(nd, dims, cnp.NPY_INT64, 0)
 
 
-cdef class StructureThunk(CThunk):
-    """Base of this module's thunks: the node, its cells, and ``perform`` for the rest.
-
-    Parameters
-    ----------
-    node
-        The Apply node.
-    in_cells, out_cells
-        Its storage cells.
-    """
-
-    cdef public object node
-    cdef object perform_fn
-    cdef list in_cells, out_cells
-
-    def __init__(self, node, list in_cells, list out_cells):
-        for v in (*node.inputs, *node.outputs):
-            if getattr(v.type, "ndim", 0) > MAXDIMS:
-                raise ValueError(f"{node.op}: more than {MAXDIMS} dimensions ({v.type})")
-        self.node = node
-        self.perform_fn = node.op.perform
-        self.in_cells, self.out_cells = in_cells, out_cells
-        self.inputs, self.outputs = in_cells, out_cells
-        self.lazy = False
-
-    cdef int fast(self) except -1:
-        """Compute the outputs; return 1 to let ``perform`` do it (nothing written yet)."""
-        return 1
-
-    cdef int run(self) except -1:
-        if self.fast():
-            self.perform_fn(self.node, [(<list>c)[0] for c in self.in_cells], self.out_cells)
-        return 0
-
-    cdef inline object arg(self, Py_ssize_t i):
-        return (<list>self.in_cells[i])[0]
-
-    cdef inline void set_out(self, Py_ssize_t j, object value):
-        (<list>self.out_cells[j])[0] = value
+cdef class StructureThunk(NodeThunk):
+    """Base of this module's thunks (:class:`opgraph_c._vm.NodeThunk`: the node, its cells,
+    and ``perform`` for the rest)."""
 
 
 # ----------------------------------------------------------------------------------------

@@ -11,3 +11,22 @@ cdef class CThunk:
     cdef public bint lazy
 
     cdef int run(self) except -1
+
+
+cdef class NodeThunk(CThunk):
+    """Base of the precompiled thunks of one node that fall back on the Op's ``perform``:
+    ``run`` calls ``fast``, and ``perform`` on the same values when it returns 1."""
+
+    cdef public object node
+    # How many calls ran the Op's perform (a value or an error the C path does not take).
+    cdef public Py_ssize_t perform_calls
+    cdef object perform_fn
+    cdef list in_cells, out_cells
+
+    cdef int fast(self) except -1
+
+    cdef inline object arg(self, Py_ssize_t i):
+        return (<list>self.in_cells[i])[0]
+
+    cdef inline void set_out(self, Py_ssize_t j, object value):
+        (<list>self.out_cells[j])[0] = value

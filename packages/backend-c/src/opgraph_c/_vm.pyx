@@ -54,6 +54,41 @@ cdef class CThunk:
         self.run()
 
 
+cdef class NodeThunk(CThunk):
+    """Base of the precompiled thunks of one node (the structural, joining, indexing ops):
+    the node, its cells, and ``perform`` for every value or error the C path leaves.
+
+    Parameters
+    ----------
+    node
+        The Apply node.
+    in_cells, out_cells
+        Its storage cells.
+    maxdims
+        The most dimensions an input or output may have (the subclass's C limit).
+    """
+
+    def __init__(self, node, list in_cells, list out_cells, int maxdims=64):
+        for v in (*node.inputs, *node.outputs):
+            if getattr(v.type, "ndim", 0) > maxdims:
+                raise ValueError(f"{node.op}: more than {maxdims} dimensions ({v.type})")
+        self.node = node
+        self.perform_fn = node.op.perform
+        self.in_cells, self.out_cells = in_cells, out_cells
+        self.inputs, self.outputs = in_cells, out_cells
+        self.lazy = False
+
+    cdef int fast(self) except -1:
+        """Compute the outputs; return 1 to let ``perform`` do it (nothing written yet)."""
+        return 1
+
+    cdef int run(self) except -1:
+        if self.fast():
+            self.perform_calls += 1
+            self.perform_fn(self.node, [(<list>c)[0] for c in self.in_cells], self.out_cells)
+        return 0
+
+
 cdef class CRunner:
     """Base of the runners: ``run_once`` is the C entry point :class:`Caller` uses."""
 

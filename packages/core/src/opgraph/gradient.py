@@ -15,6 +15,7 @@ from typing import Any
 
 from opgraph.graph.basic import Variable
 from opgraph.graph.null_type import DisconnectedType, NullType, grad_not_implemented, grad_undefined
+from opgraph.plugins.namespaces import module_getattr
 from opgraph.tensor.autodiff import DisconnectedInputError, Lop, NullTypeGradError, Rop, grad
 from opgraph.tensor.gradblock import (
     ConsiderConstant,
@@ -154,8 +155,6 @@ def sparse_grad(var: Variable) -> Variable:
     rebuilt so that its gradient w.r.t. ``x`` is a sparse matrix. Sparse matrices are
     opgraph-sparse's: this delegates to ``opgraph.sparse.sparse_grad`` when that plugin is
     installed, and otherwise raises ImportError saying to install it."""
-    from opgraph.plugins.namespaces import module_getattr
-
     try:
         sparse_namespace = module_getattr("sparse")  # opgraph.sparse, from the plugin
     except (ImportError, AttributeError):

@@ -238,9 +238,10 @@ static void opg_columns(const char *x, opg_out_t *out, ptrdiff_t K, ptrdiff_t R,
                         ptrdiff_t sr, int nthreads)
 {
 #if OPG_OPENMP
-    if (nthreads > 1 && K >= 2 * OPG_MIN_COLS * nthreads) {
-        /* Ranges of columns (multiples of 16, about two per thread) taken on demand. */
-        ptrdiff_t chunk = ((K + 2 * nthreads - 1) / (2 * nthreads) + 15) / 16 * 16;
+    if (nthreads > 1 && K >= OPG_MIN_COLS * nthreads) {
+        /* Ranges of columns (multiples of 16, one per thread: each thread reads the widest
+         * contiguous strip of every row) taken on demand. */
+        ptrdiff_t chunk = ((K + nthreads - 1) / nthreads + 15) / 16 * 16;
         ptrdiff_t c, n;
         if (chunk < OPG_MIN_COLS)
             chunk = OPG_MIN_COLS;

@@ -8,6 +8,7 @@ and links it, and the resulting :class:`Function` is what the caller gets.
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -20,6 +21,7 @@ from opgraph.compile.profiling import ProfileStats
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Variable, set_eval_compiler
 from opgraph.graph.fg import MissingInputError
+from opgraph.graph.traversal import ancestors
 from opgraph.graph.utils import user_frames
 
 __all__ = [
@@ -161,10 +163,6 @@ def function_dump(
     call ``function(**pickle.load(f))``. Creation traces (``tag.trace``) and the tags named
     in ``extra_tag_to_remove`` are left out of the pickle, as Theano's StripPickler does.
     """
-    import pickle
-
-    from opgraph.graph.traversal import ancestors
-
     if not isinstance(filename, str):
         raise TypeError(f"function_dump: filename must be a str, got {filename!r}")
     d = dict(

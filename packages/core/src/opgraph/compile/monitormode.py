@@ -19,6 +19,7 @@ from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.op import Thunk
 from opgraph.link.basic import LocalLinker
 from opgraph.link.dispatch import KernelRegistry
+from opgraph.printing import debugprint
 
 __all__ = ["MonitorLinker", "MonitorMode", "detect_nan"]
 
@@ -134,8 +135,6 @@ class MonitorMode(Mode):
 
 def detect_nan(i: int, node: Apply, fn: Any) -> None:
     """A ``post_func`` printing the node and its values when an output contains NaN."""
-    from opgraph.printing import debugprint
-
     for output in fn.outputs:
         value = output[0]
         if isinstance(value, np.ndarray | np.generic | float) and np.isnan(value).any():
