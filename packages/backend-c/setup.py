@@ -1,5 +1,6 @@
 """Builds opgraph-backend-c's precompiled Cython extensions (metadata is in pyproject.toml)."""
 
+import shutil
 from pathlib import Path
 
 import numpy
@@ -7,6 +8,11 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 HERE = Path(__file__).parent
+
+# setuptools copies src/ into build/lib* for a wheel and never deletes what src/ no longer
+# has: a renamed kernels module would survive in the next wheel (and register twice).
+for stale in HERE.glob("build/lib*"):
+    shutil.rmtree(stale, ignore_errors=True)
 INCLUDE = ["src/opgraph_c/include", numpy.get_include()]
 NUMPY_API = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
 
