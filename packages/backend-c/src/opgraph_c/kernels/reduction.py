@@ -17,9 +17,10 @@ no Python frame per call. Two loops:
 - **columns** (the kept elements are adjacent: reducing axis 0 of a C-ordered matrix): a
   block of up to ``COLS_BLOCK`` kept elements' accumulators (in L2), updated one reduced row
   at a time, so that rows are read end to end as the memory streams them best (contiguous,
-  vectorised; 1,024-column blocks made W6's axis-0 sum 7.5 ms against 5.0 ms); float sums add blocks of rows into a fresh partial before
-  the total (two-level summation: error growing with ``rows_block + R / rows_block``
-  instead of ``R``). With OpenMP, blocks of columns are shared among the threads.
+  vectorised; 1,024-column blocks made W6's axis-0 sum 7.5 ms against 5.0 ms); float sums
+  add blocks of rows into a fresh partial before the total (two-level summation: error
+  growing with ``rows_block + R / rows_block`` instead of ``R``). With OpenMP, one strip of
+  columns per thread, taken on demand.
 
 Threads are used from ``c__openmp_threshold`` elements on, while they are faster than one
 thread (:mod:`opgraph_c._threads` decides).
