@@ -172,22 +172,28 @@ static void opg_rows(const char *x, opg_out_t *out, ptrdiff_t K, ptrdiff_t R, pt
 #define OPG_MIN_COLS 64
 
 /* acc[k] for k < nk combined with rows r0 <= r < r1 of the columns kb + k (rows sr bytes
- * apart): four rows at a time, combined among themselves first (a quarter of the
- * accumulator loads and stores, four memory streams). */
+ * apart): eight rows at a time, combined among themselves first as a little tree (an
+ * eighth of the accumulator loads and stores, eight memory streams). */
 static inline void opg_fold_rows(opg_acc_t *restrict acc, const char *x, ptrdiff_t kb,
                                  ptrdiff_t nk, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t sr)
 {
     ptrdiff_t r, k;
-    for (r = r0; r + 4 <= r1; r += 4) {
+    for (r = r0; r + 8 <= r1; r += 8) {
         const opg_x_t *a = (const opg_x_t *)(x + r * sr) + kb;
         const opg_x_t *b = (const opg_x_t *)(x + (r + 1) * sr) + kb;
         const opg_x_t *c = (const opg_x_t *)(x + (r + 2) * sr) + kb;
         const opg_x_t *d = (const opg_x_t *)(x + (r + 3) * sr) + kb;
+        const opg_x_t *e = (const opg_x_t *)(x + (r + 4) * sr) + kb;
+        const opg_x_t *f = (const opg_x_t *)(x + (r + 5) * sr) + kb;
+        const opg_x_t *g = (const opg_x_t *)(x + (r + 6) * sr) + kb;
+        const opg_x_t *h = (const opg_x_t *)(x + (r + 7) * sr) + kb;
         for (k = 0; k < nk; k++) {
             opg_acc_t ab = OPG_COMBINE((opg_acc_t)a[k], (opg_acc_t)b[k]);
             opg_acc_t cd = OPG_COMBINE((opg_acc_t)c[k], (opg_acc_t)d[k]);
-            opg_acc_t abcd = OPG_COMBINE(ab, cd);
-            acc[k] = OPG_COMBINE(acc[k], abcd);
+            opg_acc_t ef = OPG_COMBINE((opg_acc_t)e[k], (opg_acc_t)f[k]);
+            opg_acc_t gh = OPG_COMBINE((opg_acc_t)g[k], (opg_acc_t)h[k]);
+            opg_acc_t abcdefgh = OPG_COMBINE(OPG_COMBINE(ab, cd), OPG_COMBINE(ef, gh));
+            acc[k] = OPG_COMBINE(acc[k], abcdefgh);
         }
     }
     for (; r < r1; r++) {
