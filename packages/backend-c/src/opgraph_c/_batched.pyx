@@ -47,6 +47,7 @@ OpenBLAS 0.3.x): direct loop / BLAS / ``np.matmul``, ns
 cimport numpy as cnp
 from libc.limits cimport INT_MAX
 
+from opgraph_c._blas cimport dgemm_t, dgemv_t, ddot_t, sdot_t, sgemm_t, sgemv_t
 from opgraph_c._vm cimport CThunk
 
 
@@ -56,17 +57,6 @@ cnp.import_array()
 
 
 # ------------------------------------------------------------------- the BLAS routines
-
-ctypedef void (*sgemm_t)(char*, char*, int*, int*, int*, float*, float*, int*, float*, int*,
-                         float*, float*, int*) noexcept nogil
-ctypedef void (*dgemm_t)(char*, char*, int*, int*, int*, double*, double*, int*, double*,
-                         int*, double*, double*, int*) noexcept nogil
-ctypedef void (*sgemv_t)(char*, int*, int*, float*, float*, int*, float*, int*, float*,
-                         float*, int*) noexcept nogil
-ctypedef void (*dgemv_t)(char*, int*, int*, double*, double*, int*, double*, int*, double*,
-                         double*, int*) noexcept nogil
-ctypedef float (*sdot_t)(int*, float*, int*, float*, int*) noexcept nogil
-ctypedef double (*ddot_t)(int*, double*, int*, double*, int*) noexcept nogil
 
 cdef sgemm_t _sgemm = NULL
 cdef dgemm_t _dgemm = NULL

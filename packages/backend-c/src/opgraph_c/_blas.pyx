@@ -57,21 +57,7 @@ cnp.import_array()
 
 
 # ------------------------------------------------------------------- the BLAS routines
-
-ctypedef void (*sgemm_t)(char*, char*, int*, int*, int*, float*, float*, int*, float*, int*,
-                         float*, float*, int*) noexcept nogil
-ctypedef void (*dgemm_t)(char*, char*, int*, int*, int*, double*, double*, int*, double*,
-                         int*, double*, double*, int*) noexcept nogil
-ctypedef void (*sgemv_t)(char*, int*, int*, float*, float*, int*, float*, int*, float*,
-                         float*, int*) noexcept nogil
-ctypedef void (*dgemv_t)(char*, int*, int*, double*, double*, int*, double*, int*, double*,
-                         double*, int*) noexcept nogil
-ctypedef void (*sger_t)(int*, int*, float*, float*, int*, float*, int*, float*,
-                        int*) noexcept nogil
-ctypedef void (*dger_t)(int*, int*, double*, double*, int*, double*, int*, double*,
-                        int*) noexcept nogil
-ctypedef float (*sdot_t)(int*, float*, int*, float*, int*) noexcept nogil
-ctypedef double (*ddot_t)(int*, double*, int*, double*, int*) noexcept nogil
+# (their types are declared in _blas.pxd)
 
 #: The Fortran signatures this module calls, as SciPy's capsules name them once its typedefs
 #: are reduced to their letters (``s`` is float, ``d`` double).

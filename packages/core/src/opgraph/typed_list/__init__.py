@@ -12,6 +12,7 @@ automatically (Theano's ``typed_list_inplace_opt`` would belong to opgraph-optim
 from __future__ import annotations
 
 from opgraph.typed_list import basic
+from opgraph.typed_list import basic as _basic
 from opgraph.typed_list.basic import (
     Append,
     Count,
@@ -38,29 +39,4 @@ from opgraph.typed_list.basic import (
 )
 from opgraph.typed_list.type import TypedListType
 
-__all__ = [
-    "Append",
-    "Count",
-    "Extend",
-    "GetItem",
-    "Index",
-    "Insert",
-    "Length",
-    "MakeList",
-    "Remove",
-    "Reverse",
-    "TypedListConstant",
-    "TypedListType",
-    "TypedListVariable",
-    "append",
-    "basic",
-    "count",
-    "extend",
-    "getitem",
-    "index_",
-    "insert",
-    "length",
-    "make_list",
-    "remove",
-    "reverse",
-]
+__all__ = [*_basic.__all__, "TypedListType"]
