@@ -42,8 +42,10 @@ CORE_LAYERS: list[tuple[str, list[str]]] = [
             "opgraph.tensor.shared_randomstreams",
             "opgraph.sandbox",
             "opgraph.misc",
+            "opgraph.updates",
         ],
     ),
+    ("scan", ["opgraph.scan_module"]),
     ("gradient", ["opgraph.gradient", "opgraph.tensor.jacobian", "opgraph.tensor.gradcheck"]),
     (
         "public face",

@@ -13,6 +13,13 @@ cdef class CThunk:
     cdef int run(self) except -1
 
 
+cdef class CRunner:
+    """Base of the VM's runners (``CLoop``, ``CStack``): ``run_once`` runs the graph once;
+    callers in C (the Caller, a Scan loop's thunk) call it through the vtable."""
+
+    cdef int run_once(self) except -1
+
+
 cdef class NodeThunk(CThunk):
     """Base of the precompiled thunks of one node that fall back on the Op's ``perform``:
     ``run`` calls ``fast``, and ``perform`` on the same values when it returns 1."""

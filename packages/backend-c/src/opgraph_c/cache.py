@@ -251,7 +251,7 @@ class KernelCache:
         if len(todo) > 1:
             where = f" in {len(units)} modules" if len(units) != len(todo) else ""
             _progress(f"compiling {len(todo)} C kernels{where}")
-        work = []
+        sources = []
         done = 0
         for unit, parts in units:
             for req, _ in parts:
@@ -262,6 +262,9 @@ class KernelCache:
             tmp.mkdir()
             pyx = tmp / f"{unit.module_name}.pyx"
             pyx.write_text(unit.spec.source, encoding="utf-8")
+            sources.append((unit, tmp, pyx))
+        work = []
+        for unit, tmp, pyx in sources:
             try:
                 c_file = cythonize(pyx, unit.spec.name)
             except CompileError as exc:
@@ -308,18 +311,22 @@ class KernelCache:
         for r in todo:
             if r.spec.part is not None:
                 families.setdefault(r.spec.part.assemble, []).append(r)
+        # The compiler runs one module per CPU at a time: bundles fill the CPUs the
+        # modules of their own leave free (a Sum module and two elementwise kernels on two
+        # CPUs build as two modules in one round, not three in two).
+        free = max(1, (os.cpu_count() or 1) - len(units)) if families else 0
         for assemble, parts in families.items():
-            units += self._bundles(assemble, parts, toolchain)
+            units += self._bundles(assemble, parts, toolchain, max(1, free // len(families)))
         return units
 
     def _bundles(
-        self, assemble: Any, parts: list[BuildRequest], toolchain: Toolchain
+        self, assemble: Any, parts: list[BuildRequest], toolchain: Toolchain, cpus: int
     ) -> list[tuple[BuildRequest, list[tuple[BuildRequest, str]]]]:
-        """``parts`` (of one code generator) in about one module per CPU."""
+        """``parts`` (of one code generator) in about one module per CPU of ``cpus``."""
         if len(parts) <= 1:
             return [(r, [(r, "")]) for r in parts]
         units = []
-        n_bundles = min(len(parts), max(os.cpu_count() or 1, -(-len(parts) // MAX_BUNDLE)))
+        n_bundles = min(len(parts), max(cpus, -(-len(parts) // MAX_BUNDLE)))
         for b in range(n_bundles):
             group = parts[b::n_bundles]
             if len(group) == 1:

@@ -201,7 +201,27 @@ class CLinker(VMLinker):
         or load their missing kernels in one batch; returns how many nodes have a
         generated module."""
         assert self.kernels is not None
-        return pipeline.precompile(self.kernels, order)
+        return pipeline.precompile(self.kernels, [*order, *self._inner_nodes(order)])
+
+    def _inner_nodes(self, order: Sequence[Apply]) -> list[Apply]:
+        """The nodes of the inner graphs (a loop's body, an OpFromGraph's graph) that this
+        backend will link, rewritten now so that their kernels build in the outer graph's
+        batch: one wait for the compiler instead of one per inner graph."""
+        found: list[Apply] = []
+        for node in order:
+            maker_of = getattr(node.op, "inner_maker", None)
+            if maker_of is None:
+                continue
+            try:
+                maker = maker_of()
+            except Exception:  # the node's thunk reports it when it compiles the graph
+                continue
+            if not isinstance(maker.linker, CLinker):
+                continue
+            inner = maker.fgraph.toposort()
+            found += inner
+            found += self._inner_nodes(inner)
+        return found
 
     def make_vm(
         self,

@@ -91,9 +91,12 @@ class NodePipeline:
             kernel = registry.lookup(node.op)
             if kernel is None or isinstance(kernel.impl, RunsPerform):
                 continue  # the registry runs perform for these itself
-            res = self.resolve(kernel, node)
             with self._lock:
-                self._pending[node] = res
+                res = self._pending.get(node)
+            if res is None or res.kernel is not kernel:  # resolved once per node
+                res = self.resolve(kernel, node)
+                with self._lock:
+                    self._pending[node] = res
             if res.request is not None:
                 requests.append(res.request)
         if requests:

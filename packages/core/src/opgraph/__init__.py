@@ -22,13 +22,16 @@ from opgraph import (
     printing,
     sandbox,
     scalar,
+    scan_module,
     tensor,
     tests,
     typed_list,
+    updates,
 )
 from opgraph.compile import (
     In,
     Mode,
+    OpFromGraph,
     Out,
     ProfileStats,
     SharedVariable,
@@ -49,6 +52,8 @@ from opgraph.graph.type import Type
 from opgraph.plugins import add_builtin_plugin, load_plugins
 from opgraph.plugins.namespaces import module_getattr
 from opgraph.printing import pp, pprint
+from opgraph.scan_module import foldl, foldr, map, reduce, scan, scan_checkpoints  # noqa: A004
+from opgraph.updates import OrderedUpdates
 
 
 def dot(l: Any, r: Any) -> Any:

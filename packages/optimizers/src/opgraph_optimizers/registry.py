@@ -31,6 +31,8 @@ REWRITE_MODULES = (
     "opgraph_optimizers.fusion",
     "opgraph_optimizers.inplace",
     "opgraph_optimizers.blas",
+    "opgraph_optimizers.builders",
+    "opgraph_optimizers.scan",
 )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from opgraph.graph.basic import Apply
 from opgraph.tensor.elemwise import Elemwise
 from opgraph_c.codegen.elemwise import assemble, elemwise_part
-from opgraph_c.spec import CModule
+from opgraph_c.spec import PERFORM, CModule
 
 __all__ = ["ELEMWISE_VERSION", "elemwise_c", "register"]
 
@@ -16,6 +16,8 @@ ELEMWISE_VERSION = 1
 #: Limits of the precompiled driver (opgraph_c._elemwise): beyond them, perform runs.
 MAX_OPERANDS = 32
 MAX_DIMS = 32
+#: 0-d Elemwise nodes on these dtypes (shape arithmetic) run perform: no module to compile.
+_INDEX_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def _flag(name: str, default: Any) -> Any:
@@ -29,12 +31,16 @@ def register(registry: Any, owner: str) -> None:
     registry.register(Elemwise, elemwise_c, version=ELEMWISE_VERSION, owner=owner)
 
 
-def elemwise_c(op: Elemwise, node: Apply) -> CModule | None:
+def elemwise_c(op: Elemwise, node: Apply) -> Any:
     """The generated module of an Elemwise node, or None if its scalar op has no C code."""
     nops = len(node.inputs) + len(node.outputs)
     ndim = node.outputs[0].type.ndim
     if not node.inputs or nops > MAX_OPERANDS or ndim > MAX_DIMS:
         return None
+    if ndim == 0 and all(v.type.dtype in _INDEX_DTYPES for v in node.inputs + node.outputs):
+        # Shape and index arithmetic (n_steps, slice bounds): a few µs once per call in
+        # perform, where a generated module would cost a compile (about a second cold).
+        return PERFORM
     hoisted = tuple(all(v.type.broadcastable) for v in node.inputs)
     openmp = bool(_flag("openmp", False)) and ndim > 0
     part = elemwise_part(op, node, hoisted, openmp)

@@ -17,6 +17,8 @@ in C over the whole array.
 
 from __future__ import annotations
 
+from opgraph.compile.builders import OpFromGraph
+from opgraph.compile.inner import InnerGraphOp
 from opgraph.compile.ops import FromFunctionOp
 from opgraph.ifelse import IfElse
 from opgraph.link.dispatch import KernelRegistry
@@ -83,6 +85,14 @@ REASONS: dict[type, str] = {
     JacobianOp: (
         "a loop that calls a compiled inner function per row: the work runs in that "
         "function's own C thunks"
+    ),
+    InnerGraphOp: (
+        "the abstract base of Ops defined by a graph: a subclass runs its inner graph's "
+        "compiled function, whose nodes use their own C kernels (Scan has a C loop)"
+    ),
+    OpFromGraph: (
+        "runs its inner graph's compiled function (compiled with the outer function's mode), "
+        "whose nodes use their own C kernels"
     ),
     RandomFunction: (
         "draws from NumPy's Generator/RandomState so that streams equal NumPy's bit for bit "

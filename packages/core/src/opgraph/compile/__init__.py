@@ -8,7 +8,8 @@ The names Theano code imports from ``theano.compile`` live here: ``function``, `
 
 from typing import Any
 
-from opgraph.compile import debugmode, function_module, monitormode, ops, sharedvalue
+from opgraph.compile import builders, debugmode, function_module, monitormode, ops, sharedvalue
+from opgraph.compile.builders import OpFromGraph
 from opgraph.compile.debugmode import DebugMode
 from opgraph.compile.function import (
     Function,
@@ -50,6 +51,7 @@ from opgraph.compile.profiling import ProfileStats
 from opgraph.compile.sharedvalue import SharedVariable, shared, shared_constructor
 
 __all__ = [
+    "OpFromGraph",
     "FAST_COMPILE",
     "FAST_RUN",
     "PROFILE_MODE",

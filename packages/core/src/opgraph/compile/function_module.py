@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from opgraph.compile.io import In, SymbolicInput, SymbolicOutput
-from opgraph.compile.mode import Mode, get_mode
+from opgraph.compile.mode import Mode, compiling_with, get_mode
 from opgraph.compile.ops import alias_root, insert_deepcopy
 from opgraph.compile.profiling import ProfileStats
 from opgraph.configdefaults import config
@@ -759,7 +759,7 @@ class FunctionMaker:
             else:
                 cells.append([None])
                 defaults.append(None)
-        with _full_collections_deferred():
+        with _full_collections_deferred(), compiling_with(self.mode, self.profile is not None):
             fn, _ins, outs, thunks, order = self.linker.make_all(
                 input_storage=cells, storage_map=storage_map
             )

@@ -11,7 +11,10 @@ rank highest (``opgraph_linker_preference``): ``vm`` with core alone.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from opgraph.configdefaults import config
@@ -24,6 +27,9 @@ __all__ = [
     "FAST_RUN",
     "PROFILE_MODE",
     "Mode",
+    "compiling_mode",
+    "compiling_profiled",
+    "compiling_with",
     "get_default_mode",
     "get_mode",
     "register_mode",
@@ -285,6 +291,41 @@ def get_mode(mode: Mode | str | None = None) -> Mode:
 def get_default_mode() -> Mode:
     """The mode ``function()`` uses when none is given (``config.mode``)."""
     return get_mode(None)
+
+
+#: The mode of the function being linked (inner graphs of Scan and OpFromGraph compile with it).
+_compiling: ContextVar[Mode | None] = ContextVar("opgraph_compiling_mode", default=None)
+#: Whether the function being linked is profiled (its inner graphs are then profiled too).
+_profiling: ContextVar[bool] = ContextVar("opgraph_compiling_profiled", default=False)
+
+
+def compiling_mode() -> Mode | None:
+    """The mode of the function whose nodes are being linked now, or None outside linking.
+
+    An Op with an inner graph (Scan, OpFromGraph) built without a mode of its own compiles
+    that graph with the mode of the function it is part of: a DEBUG_MODE function checks the
+    inner nodes too, and a ``linker="py"`` function runs them with ``perform``.
+    """
+    return _compiling.get()
+
+
+def compiling_profiled() -> bool:
+    """True while linking a profiled function: inner graphs compile with a profile of their
+    own, which the outer profile's summary prints per loop."""
+    return _profiling.get()
+
+
+@contextlib.contextmanager
+def compiling_with(mode: Mode, profiled: bool = False) -> Iterator[None]:
+    """Make ``mode`` the :func:`compiling_mode` (and ``profiled`` the
+    :func:`compiling_profiled`) while the block runs (``FunctionMaker`` links inside one)."""
+    token = _compiling.set(mode)
+    token_p = _profiling.set(bool(profiled))
+    try:
+        yield
+    finally:
+        _profiling.reset(token_p)
+        _compiling.reset(token)
 
 
 # Theano's predefined modes. FAST_RUN takes the best installed linker.

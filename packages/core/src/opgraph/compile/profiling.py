@@ -5,6 +5,10 @@ Turn it on with ``function(..., profile=True)``, ``mode="PROFILE_MODE"`` or
 Theano's layout: a ``Function profiling`` header, then ``Class``, ``Ops`` and ``Apply``
 tables. When the function's linker has a kernel registry, nodes that ran their Op's
 ``perform`` because the backend had no kernel are marked ``[py-fallback]``.
+
+A node whose thunk runs a compiled inner graph (Scan: ``thunk.inner_function``) whose
+function has a profile of its own gets, after the tables, Theano's ``Scan overhead:`` line and
+a ``Scan Op profiling ( scan_fn )`` block with the inner graph's per-node tables.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class ProfileStats:
         self.apply_index: dict[Apply, int] = {}
         self.py_fallback: set[Apply] = set()
         self.kernel_backend: str | None = None
+        #: Nodes running a compiled inner graph (Scan) -> its InnerFunction.
+        self.inner_functions: dict[Apply, Any] = {}
         if atexit_print:
             global _atexit_registered
             _atexit_list.append(self)
@@ -89,6 +95,9 @@ class ProfileStats:
                 self.kernel_backend = self.kernel_backend or backend
             self.apply_time.setdefault(node, 0.0)
             self.apply_callcount.setdefault(node, 0)
+            inner = getattr(thunk, "inner_function", None)
+            if inner is not None:
+                self.inner_functions[node] = inner
 
     def add_apply(self, node: Apply, seconds: float, calls: int) -> None:
         """Add ``seconds`` and ``calls`` to ``node``'s totals."""
@@ -143,6 +152,107 @@ class ProfileStats:
                 f"because the {self.kernel_backend} backend has no kernel for them.",
                 file=file,
             )
+        self.summary_inner(file, n_ops_to_print, n_apply_to_print)
+
+    # --- inner graphs (Scan)
+
+    def inner_profiles(self) -> dict[Apply, ProfileStats | None]:
+        """``{node: the profile of its inner function}`` (None: compiled without one) for
+        the nodes that ran an inner graph, after moving the inner VMs' pending per-node
+        times into those profiles."""
+        out: dict[Apply, ProfileStats | None] = {}
+        for node, inner in self.inner_functions.items():
+            fn = getattr(inner, "function", None)
+            prof = getattr(fn, "profile", None)
+            if isinstance(prof, ProfileStats):
+                update = getattr(getattr(inner, "vm", None), "update_profile", None)
+                if update is not None:
+                    update(prof)
+                out[node] = prof
+            else:
+                out[node] = None
+        return out
+
+    def summary_inner(self, file: IO[str], n_ops: int = 20, n_apply: int = 20) -> None:
+        """Theano's ``Scan overhead:`` table, then one ``Scan Op profiling`` block (header,
+        Class, Ops and Apply tables of the inner graph) per loop node."""
+        ran = {n: p for n, p in self.inner_profiles().items() if self.apply_callcount.get(n)}
+        if not ran:
+            return
+        print("", file=file)
+        print("Scan overhead:", file=file)
+        print(
+            "<Scan op time(s)> <sub scan fct time(s)> <sub scan op time(s)> <sub scan fct "
+            "time(% scan op time)> <sub scan op time(% scan op time)> <node>",
+            file=file,
+        )
+        total = [0.0, 0.0, 0.0]
+        for node, prof in ran.items():
+            outer_t = self.apply_time.get(node, 0.0)
+            if prof is None:
+                print(
+                    "  One scan node does not have its inner profile enabled: its inner graph "
+                    "was compiled without a profile. HINT: compile with "
+                    "mode='PROFILE_MODE' or the flag profile=True.",
+                    file=file,
+                )
+                continue
+            op_t = prof.thunk_time()
+            fct_t = prof.vm_call_time or op_t
+            if outer_t <= 0:
+                print(" The node took 0s, so we can not compute the overhead", node, file=file)
+                continue
+            total = [total[0] + outer_t, total[1] + fct_t, total[2] + op_t]
+            print(
+                f"      {outer_t:5.1f}s  {fct_t:5.1f}s  {op_t:5.1f}s  "
+                f"{fct_t / outer_t * 100:5.1f}%  {op_t / outer_t * 100:5.1f}% {node}",
+                file=file,
+            )
+        if total[0] > 0:
+            print(
+                f"total {total[0]:5.1f}s  {total[1]:5.1f}s  {total[2]:5.1f}s  "
+                f"{total[1] / total[0] * 100:5.1f}%  {total[2] / total[0] * 100:5.1f}%",
+                file=file,
+            )
+        for node, prof in ran.items():
+            if prof is not None:
+                self._summary_inner_block(file, node, prof, n_ops, n_apply)
+
+    def _summary_inner_block(
+        self, file: IO[str], node: Apply, prof: ProfileStats, n_ops: int, n_apply: int
+    ) -> None:
+        """One ``Scan Op profiling ( name )`` block: the loop's calls, steps and time (from
+        this profile), the inner graph's VM time, then the inner per-node tables."""
+        calls = self.apply_callcount.get(node, 0)
+        call_time = self.apply_time.get(node, 0.0)
+        # Each inner node runs once per step; a loop may also record its steps itself.
+        steps = getattr(prof, "nbsteps", 0) or max(prof.apply_callcount.values(), default=0)
+        vm_time = prof.vm_call_time or prof.thunk_time()
+        name = getattr(node.op, "name", None)
+        print("", file=file)
+        print(f"Scan Op profiling ( {name} )" if name else "Scan Op profiling", file=file)
+        print("==================", file=file)
+        print(f"  Message: {prof.message}", file=file)
+        print(
+            f"  Time in {calls} calls of the op (for a total of {steps} steps) {call_time:e}s",
+            file=file,
+        )
+        print("", file=file)
+        share = vm_time * 100 / call_time if call_time > 0 else 0.0
+        print(f"  Total time spent in calling the VM {vm_time:e}s ({share:.3f}%)", file=file)
+        over = 100.0 - share if call_time > 0 else 100.0
+        print(
+            f"  Total overhead (computing slices..) {call_time - vm_time:e}s ({over:.3f}%)",
+            file=file,
+        )
+        print("", file=file)
+        if not prof.apply_time or not any(prof.apply_callcount.values()):
+            print("  No execution time accumulated in the inner graph.", file=file)
+            return
+        prof.summary_class(file, n_ops)
+        prof.summary_ops(file, n_ops)
+        prof.summary_nodes(file, n_apply)
+        prof.summary_inner(file, n_ops, n_apply)  # loops nested in the inner graph
 
     def summary_function(self, file: IO[str]) -> None:
         """The ``Function profiling`` header."""

@@ -60,7 +60,9 @@ class PyDotFormatter:
 
         Raises ImportError naming the package when ``graphviz`` is not installed.
         """
-        model = collect_graph(fct, compact=self.compact, colorCodes=self.apply_colors)
+        model = collect_graph(
+            fct, compact=self.compact, colorCodes=self.apply_colors, inner_graphs=True
+        )
         digraph = to_digraph(model)
         if graph is None:
             return digraph

@@ -11,6 +11,24 @@ quotes and, for a compiled graph, the node's position in the toposort::
 A graph input prints as ``str(var) [id X]``. A node met a second time repeats its line (same
 id) without its inputs. The walk uses an explicit stack, so very deep graphs print without
 hitting Python's recursion limit.
+
+A loop node (Scan) is followed, after the outer graph, by its inner graph, as Theano prints
+it: a section ``Inner graphs of the scan ops:``, then per loop node its line and the inner
+graph with ``>`` prefixes, each inner input linked to the outer input it reads from::
+
+    Inner graphs of the scan ops:
+
+    for{cpu,scan_fn} [id C] ''
+     >Elemwise{mul,no_inplace} [id W] ''
+     > |<TensorType(float64, vector)> [id X] -> [id E]
+     > |A_copy [id Y] -> [id M]
+
+Printing knows inner graphs by duck typing only (it sits below the modules that define
+them): an Op has an inner graph when it has ``inner_inputs`` and ``inner_outputs``
+(:func:`inner_graph`), and is a loop when it also maps inner inputs to outer ones with
+``outer_input_index(k)`` (:func:`is_loop_op`). As in Theano 1.0, debugprint shows the inner
+graphs of loops only; an OpFromGraph node prints as one node (the pictures show its inner
+graph).
 """
 
 from __future__ import annotations
@@ -25,7 +43,15 @@ import numpy as np
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Variable
 
-__all__ = ["char_from_number", "debugprint", "format_provenance"]
+__all__ = [
+    "CompiledInnerGraphs",
+    "char_from_number",
+    "debugprint",
+    "format_provenance",
+    "inner_graph",
+    "inner_to_outer",
+    "is_loop_op",
+]
 
 
 def char_from_number(number: int) -> str:
@@ -37,6 +63,87 @@ def char_from_number(number: int) -> str:
         number, rem = divmod(number, 26)
         digits = chr(ord("A") + rem) + digits
     return digits
+
+
+def inner_graph(op: Any) -> tuple[list[Variable], list[Variable]] | None:
+    """``(inner_inputs, inner_outputs)`` of an Op defined by a graph (Scan, OpFromGraph), or
+    None for any other Op."""
+    ins = getattr(op, "inner_inputs", None)
+    outs = getattr(op, "inner_outputs", None)
+    if ins is None or outs is None:
+        return None
+    return list(ins), list(outs)
+
+
+def is_loop_op(op: Any) -> bool:
+    """Whether ``op`` is a loop over an inner graph (Scan): it has an inner graph and says
+    which outer input each inner input reads from (``outer_input_index``)."""
+    return inner_graph(op) is not None and callable(getattr(op, "outer_input_index", None))
+
+
+def inner_to_outer(node: Apply, inner_inputs: Sequence[Variable]) -> dict[Variable, Variable]:
+    """``{inner input: the outer input of node it reads from}``.
+
+    ``inner_inputs`` is the node's inner input list, or a compiled copy of it (same order).
+    A loop says where each one reads with ``outer_input_index(k)``; for any other Op with an
+    inner graph (OpFromGraph) inner input ``k`` is outer input ``k``.
+    """
+    where = getattr(node.op, "outer_input_index", None)
+    out: dict[Variable, Variable] = {}
+    for k, v in enumerate(inner_inputs):
+        j = where(k) if callable(where) else k
+        if 0 <= j < len(node.inputs):
+            out[v] = node.inputs[j]
+    return out
+
+
+def _loop_output(var: Any) -> bool:
+    owner = getattr(var, "owner", None)
+    return owner is not None and is_loop_op(getattr(owner, "op", None))
+
+
+class CompiledInnerGraphs:
+    """The compiled inner graphs of the loop nodes of compiled functions.
+
+    A compiled loop runs its inner graph as rewritten by the inner function's compilation;
+    Theano prints that version (``op.fn.maker.fgraph``). The loop's thunk keeps its inner
+    function as ``thunk.inner_function`` (whose ``function.maker.fgraph`` is the rewritten
+    graph); this finds them through the VMs' ``nodes`` and ``thunks``, nested loops
+    included. A loop of no compiled function prints its Op's own graph.
+    """
+
+    def __init__(self) -> None:
+        self.by_node: dict[Apply, Any] = {}
+
+    def add_vm(self, vm: Any) -> None:
+        nodes = getattr(vm, "nodes", None)
+        thunks = getattr(vm, "thunks", None)
+        if not isinstance(nodes, list | tuple) or not isinstance(thunks, list | tuple):
+            return
+        for node, thunk in zip(nodes, thunks):
+            fgraph = getattr(
+                getattr(
+                    getattr(getattr(thunk, "inner_function", None), "function", None), "maker", None
+                ),
+                "fgraph",
+                None,
+            )
+            if fgraph is not None and node not in self.by_node:
+                self.by_node[node] = fgraph
+                self.add_vm(getattr(thunk.inner_function, "vm", None))
+
+    def graph(self, node: Apply) -> tuple[list[Variable], list[Variable]]:
+        fgraph = self.by_node.get(node)
+        n_out = len(node.op.inner_outputs)
+        if (
+            fgraph is not None
+            and len(fgraph.inputs) == len(node.op.inner_inputs)
+            and len(fgraph.outputs) >= n_out
+        ):
+            return list(fgraph.inputs), list(fgraph.outputs)[:n_out]
+        graph = inner_graph(node.op)
+        assert graph is not None
+        return graph
 
 
 class _Ids:
@@ -230,24 +337,54 @@ def debugprint(
     id_maker = _Ids(ids, {} if used_ids is None else used_ids, {} if done is None else done)
     if print_test_value is None:
         print_test_value = bool(config.print_test_value)
+    compiled = CompiledInnerGraphs()
+    for o in obj if isinstance(obj, list | tuple | set) else [obj]:
+        if _is_function(o):
+            compiled.add_vm(getattr(o, "fn", None))
+    # Theano's ``scan_ops``: loop outputs in the order the walk meets them (a loop met
+    # through two of its outputs twice); the section below prints an inner graph for each.
+    loops: list[Variable] = []
+    options = {
+        "depth": depth,
+        "print_type": print_type,
+        "stop_on_name": stop_on_name,
+        "print_clients": print_clients,
+        "print_rewrites": print_rewrites,
+        "print_maps": (print_destroy_map, print_view_map),
+        "print_test_value": print_test_value,
+        "loops": loops,
+    }
     for var, order, smap in _targets(obj, print_storage):
         if not isinstance(var, Variable):
             out.write(f"{var}\n")
             continue
-        _print_tree(
-            var,
-            out,
-            id_maker,
-            depth=depth,
-            print_type=print_type,
-            stop_on_name=stop_on_name,
-            order=order,
-            smap=smap,
-            print_clients=print_clients,
-            print_rewrites=print_rewrites,
-            print_maps=(print_destroy_map, print_view_map),
-            print_test_value=print_test_value,
-        )
+        if _loop_output(var):
+            loops.append(var)
+        _print_tree(var, out, id_maker, order=order, smap=smap, **options)
+    if loops:
+        out.write("\nInner graphs of the scan ops:\n")
+        i = 0
+        while i < len(loops):  # nested loops are appended while their parents print
+            var = loops[i]
+            i += 1
+            node = var.owner
+            inner_ins, inner_outs = compiled.graph(node)
+            links = inner_to_outer(node, inner_ins)
+            out.write("\n")
+            _print_tree(var, out, id_maker, order=None, smap=None, links=links, **options)
+            for inner_out in inner_outs:
+                if _loop_output(inner_out):
+                    loops.append(inner_out)
+                _print_tree(
+                    inner_out,
+                    out,
+                    id_maker,
+                    order=None,
+                    smap=None,
+                    links=links,
+                    prefix=" >",
+                    **options,
+                )
     if file == "str":
         assert isinstance(out, io.StringIO)
         return out.getvalue()
@@ -296,17 +433,32 @@ def _print_tree(
     print_rewrites: bool,
     print_maps: tuple[bool, bool] = (False, False),
     print_test_value: bool = False,
+    loops: list[Variable] | None = None,
+    links: dict[Variable, Variable] | None = None,
     prefix: str = "",
 ) -> None:
-    """Print ``root`` and its ancestors depth-first (an explicit stack, not recursion)."""
+    """Print ``root`` and its ancestors depth-first (an explicit stack, not recursion).
+
+    Loop outputs met among the inputs of printed nodes are appended to ``loops`` (in the
+    order the walk meets them, as Theano's recursion did); an input of an inner graph found in
+    ``links`` prints `` -> [id X]``, the id of the outer input it reads from.
+    """
     write = out.write
-    stack: list[tuple[Variable, str, str, int]] = [(root, prefix, prefix, depth)]
+    stack: list[tuple[Variable, str, str, int, bool]] = [(root, prefix, prefix, depth, False)]
     while stack:
-        r, pre, pre_child, d = stack.pop()
+        r, pre, pre_child, d, is_child = stack.pop()
+        if is_child and loops is not None and _loop_output(r):
+            loops.append(r)
         if d == 0:
             continue
         type_str = f" <{r.type}>" if print_type else ""
         node = r.owner
+        if links is not None and node is None and r in links:
+            outer = links[r]
+            id_str = id_maker.get(r)
+            outer_id = id_maker.get(outer.owner if outer.owner is not None else outer)
+            write(f"{pre}{r} {id_str}{type_str} -> {outer_id}\n")
+            continue
         if node is None or not hasattr(node, "op"):
             data = f" {smap.get(r, '')}" if smap else ""
             write(f"{pre}{r} {id_maker.get(r)}{type_str}{data}\n")
@@ -337,5 +489,5 @@ def _print_tree(
         last = len(node.inputs) - 1
         for i, inp in enumerate(node.inputs):
             child_pre_child = pre_child + ("  " if i == last else " |")
-            children.append((inp, pre_child + " |", child_pre_child, d - 1))
+            children.append((inp, pre_child + " |", child_pre_child, d - 1, True))
         stack.extend(reversed(children))

@@ -250,6 +250,7 @@ def html_view(
     compact: bool = True,
     max_label_size: int = 70,
     var_with_name_simple: bool = True,
+    inner_graphs: bool = True,
 ) -> str:
     """Render a graph as a self-contained interactive HTML page (pan, zoom, node tooltips).
 
@@ -264,6 +265,11 @@ def html_view(
         The page's heading; by default the function's name, or ``opgraph graph``.
     compact, max_label_size, var_with_name_simple
         As for :func:`pydotprint`.
+    inner_graphs
+        Draw the inner graph of each Scan and OpFromGraph node in a cluster beside it
+        (Theano's d3viz shows an OpFromGraph's inner graph as a subgraph); dashed edges map
+        outer inputs to inner inputs and inner outputs to the node. Hovering an inner node
+        names the node whose graph it belongs to.
 
     Returns
     -------
@@ -274,6 +280,7 @@ def html_view(
         compact=compact,
         max_label_size=max_label_size,
         var_with_name_simple=var_with_name_simple,
+        inner_graphs=inner_graphs,
     )
     page = _page(model, title)
     if outfile is None:
@@ -294,6 +301,9 @@ write_html = html_view
 def _page(model: GraphModel, title: str | None) -> str:
     topo_index = {node: i for i, node in enumerate(model.topo)}
     info = {nid: node_tooltip(dn, topo_index) for nid, dn in model.nodes.items()}
+    for nid, dn in model.nodes.items():
+        if dn.cluster in model.clusters and dn.cluster.startswith("inner_"):
+            info[nid].insert(0, ("In", model.clusters[dn.cluster]))
     titles = {nid: "\n".join(f"{k}: {v}" for k, v in rows) for nid, rows in info.items()}
     svg = _inline_svg(render(model, "svg").decode("utf-8"), titles)
     heading = title or (f"opgraph: {model.name}" if model.name else "opgraph graph")

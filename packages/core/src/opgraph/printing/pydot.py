@@ -24,6 +24,7 @@ import numpy as np
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.traversal import ancestors, graph_inputs, io_toposort
+from opgraph.printing.debugprint import CompiledInnerGraphs, inner_graph, inner_to_outer, is_loop_op
 
 __all__ = ["GraphModel", "collect_graph", "default_colorCodes", "pydotprint", "render"]
 
@@ -75,6 +76,8 @@ class GraphModel:
     outputs: list[Variable]
     name: str | None = None
     clusters: dict[str, str] = field(default_factory=dict)
+    #: The drawing's node id of each drawn Variable and Apply (inner graphs' ones included).
+    ids: dict[Any, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -227,10 +230,14 @@ def collect_graph(
     colorCodes: dict[str, str] | None = None,
     max_label_size: int = 70,
     var_with_name_simple: bool = False,
+    inner_graphs: bool = False,
+    _compiled: CompiledInnerGraphs | None = None,
 ) -> GraphModel:
     """Build the drawing of ``fct`` (nodes with labels, colours and shapes; edges).
 
-    Takes the same arguments as :func:`pydotprint`; used by it and by the HTML view.
+    Takes the same arguments as :func:`pydotprint`; used by it and by the HTML view. With
+    ``inner_graphs``, the inner graph of each node of an Op defined by a graph (Scan,
+    OpFromGraph) is drawn in a cluster (see :func:`add_inner_graphs`).
     """
     colors = dict(default_colorCodes)
     colors.update(colorCodes or {})
@@ -308,7 +315,75 @@ def collect_graph(
     for var in outputs:  # an output that is also a graph input or a constant
         if var.owner is None or var.owner not in apply_ids:
             var_node(var, fill(colors["Output"]))
+    model.ids.update(var_ids)
+    model.ids.update(apply_ids)
+    if inner_graphs:
+        if _compiled is None:
+            _compiled = CompiledInnerGraphs()
+            _compiled.add_vm(getattr(fct, "fn", None))
+        options = {
+            "compact": compact,
+            "with_ids": with_ids,
+            "high_contrast": high_contrast,
+            "colorCodes": colorCodes,
+            "max_label_size": max_label_size,
+            "var_with_name_simple": var_with_name_simple,
+        }
+        add_inner_graphs(model, _compiled, options)
     return model
+
+
+def add_inner_graphs(
+    model: GraphModel, compiled: CompiledInnerGraphs, options: dict[str, Any]
+) -> None:
+    """Draw, for each node of ``model`` whose Op has an inner graph, that graph in a cluster.
+
+    The cluster ``cluster_inner_<node id>`` is labelled ``inner graph of <op>``; its nodes'
+    ids are the node's id, a dot, and their id in the inner drawing (``a4.a0``). Dashed edges
+    link each outer input to the inner input that reads it, and each inner output to the
+    node (as Theano's d3viz maps an OpFromGraph's inputs and outputs to its cluster). A loop
+    compiled in a function shows its rewritten inner graph, as debugprint does; inner graphs
+    nested in inner graphs get clusters of their own.
+    """
+    for node in list(model.topo):
+        graph = inner_graph(node.op)
+        aid = model.ids.get(node)
+        if graph is None or aid is None:
+            continue
+        inner_ins, inner_outs = compiled.graph(node)
+        sub = collect_graph(inner_outs, inner_graphs=True, _compiled=compiled, **options)
+        key = f"inner_{aid}"
+        kind = "loop body" if is_loop_op(node.op) else "inner graph"
+        model.clusters[key] = f"{kind} of {node.op}"
+        rename = {nid: f"{aid}.{nid}" for nid in sub.nodes}
+        for nid, dn in sub.nodes.items():
+            attrs = dict(dn.attrs)
+            if "id" in attrs:
+                attrs["id"] = rename[nid]
+            # A nested inner graph keeps a cluster of its own (Graphviz draws it apart).
+            cluster = f"inner_{rename[dn.cluster[len('inner_') :]]}" if dn.cluster else key
+            model.nodes[rename[nid]] = DotNode(
+                rename[nid], dn.label, dn.kind, dn.obj, attrs, cluster
+            )
+        for sub_key, label in sub.clusters.items():
+            model.clusters[f"inner_{rename[sub_key[len('inner_') :]]}"] = label
+        model.edges.extend((rename[t], rename[h], dict(a)) for t, h, a in sub.edges)
+        for obj, nid in sub.ids.items():
+            model.ids.setdefault(obj, rename[nid])
+        links = inner_to_outer(node, inner_ins)
+        for inner_in, outer in links.items():
+            head = sub.ids.get(inner_in)
+            tail = model.ids.get(outer)
+            if tail is None and outer.owner is not None:
+                tail = model.ids.get(outer.owner)
+            if head is not None and tail is not None:
+                model.edges.append((tail, rename[head], {"style": "dashed"}))
+        for inner_out in inner_outs:
+            tail = sub.ids.get(inner_out)
+            if tail is None and inner_out.owner is not None:
+                tail = sub.ids.get(inner_out.owner)
+            if tail is not None:
+                model.edges.append((rename[tail], aid, {"style": "dashed"}))
 
 
 def import_graphviz() -> ModuleType:
@@ -374,6 +449,7 @@ def pydotprint(
     var_with_name_simple: bool = False,
     print_output_file: bool = True,
     return_image: bool = False,
+    inner_graphs: bool = False,
 ) -> bytes | None:
     """Draw a graph to an image file with Graphviz (Theano's ``pydotprint``).
 
@@ -401,7 +477,13 @@ def pydotprint(
     max_label_size
         Longer labels are cut and end in ``...``.
     scan_graphs
-        Also draw the inner graph of each Scan node, to ``<outfile>_<op name>_<index>``.
+        Also draw the inner graph of each loop (Scan) node to a file of its own,
+        ``<outfile>_<op name>_<toposort index>`` (nested loops too), as Theano does.
+    inner_graphs
+        Draw the inner graph of each Scan and OpFromGraph node in the same picture, in a
+        cluster beside the node, with dashed edges from the outer inputs to the inner inputs
+        that read them and from the inner outputs to the node (an opgraph addition; the
+        HTML view does it by default).
     var_with_name_simple
         Label named variables with their name only (not ``name=x TensorType(...)``).
     print_output_file
@@ -426,6 +508,7 @@ def pydotprint(
         colorCodes=colorCodes,
         max_label_size=max_label_size,
         var_with_name_simple=var_with_name_simple,
+        inner_graphs=inner_graphs,
     )
     data = render(model, format)
     if return_image:
@@ -452,19 +535,40 @@ def pydotprint(
             "var_with_name_simple": var_with_name_simple,
             "print_output_file": print_output_file,
         }
-        _draw_inner_graphs(model, path, options)
+        compiled = CompiledInnerGraphs()
+        compiled.add_vm(getattr(fct, "fn", None))
+        _draw_inner_graphs(model, path, {**options, "_compiled": compiled})
     return None
 
 
 def _draw_inner_graphs(model: GraphModel, path: str, options: dict[str, Any]) -> None:
-    """Draw the inner graph of every Scan node next to ``path``."""
+    """Draw the inner graph of every loop (Scan) node next to ``path``, to
+    ``<outfile>_<op name>_<toposort index>`` (Theano's ``scan_graphs``): the rewritten inner
+    graph when the loop was compiled in the drawn function, else the Op's own."""
     base, ext = os.path.splitext(path)
+    compiled = options.pop("_compiled", None) or CompiledInnerGraphs()
     for idx, node in enumerate(model.topo):
-        if "Scan" not in type(node.op).__name__:
+        if not is_loop_op(node.op):
             continue
-        inner = getattr(node.op, "fn", None) or getattr(node.op, "fgraph", None)
-        if inner is None:
-            continue
+        inner_outs = compiled.graph(node)[1]
         name = getattr(node.op, "name", None)
         new_path = f"{base}_{name}_{idx}{ext}" if name else f"{base}_{idx}{ext}"
-        pydotprint(inner, new_path, **options)
+        sub = collect_graph(
+            inner_outs,
+            **{k: v for k, v in options.items() if k in _MODEL_OPTIONS},
+        )
+        with open(new_path, "wb") as fh:
+            fh.write(render(sub, options["format"]))
+        if options.get("print_output_file"):
+            print("The output file is available at", new_path)
+        _draw_inner_graphs(sub, new_path, {**options, "_compiled": compiled})
+
+
+_MODEL_OPTIONS = (
+    "compact",
+    "with_ids",
+    "high_contrast",
+    "colorCodes",
+    "max_label_size",
+    "var_with_name_simple",
+)

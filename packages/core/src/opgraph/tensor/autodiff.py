@@ -91,9 +91,12 @@ def _backprop(
                 out_grads[k] = disconnected_type()
         null = next((g for g in out_grads if _is_null(g)), None)
         if null is not None:
-            # An undefined gradient stays undefined upstream: no L_op to call on it.
-            for inp in node.inputs:
-                if id(inp) in ancestors_of_wrt:
+            # An undefined gradient stays undefined upstream (no L_op to call on it), on the
+            # inputs the connection pattern links to the outputs whose gradient is undefined.
+            pattern = _connection_pattern(node)
+            null_outs = [k for k, g in enumerate(out_grads) if _is_null(g)]
+            for i, inp in enumerate(node.inputs):
+                if id(inp) in ancestors_of_wrt and any(pattern[i][k] for k in null_outs):
                     contributions.setdefault(id(inp), []).append(null)
             continue
         try:
@@ -125,6 +128,14 @@ def _backprop(
         nulls = [t for t in terms if _is_null(t)]
         result[w] = nulls[0] if nulls else _sum_grads(terms)
     return result
+
+
+def _connection_pattern(node: Apply) -> list[list[bool]]:
+    """``[input][output]`` connections of ``node`` (all True when the Op does not say)."""
+    method = getattr(node.op, "connection_pattern", None)
+    if method is not None:
+        return method(node)
+    return [[True] * len(node.outputs) for _ in node.inputs]
 
 
 def _is_float_like(v: Variable) -> bool:

@@ -2,10 +2,10 @@
 
 Users rarely build them: the BLAS rewrites of opgraph-optimizers turn ``dot`` and the
 scaled sums around it into them (``Z - 0.1 * dot(X, Y)`` becomes one ``Gemm``). Their
-Python implementations call ``scipy.linalg.blas`` (``?gemm``, ``?gemv``, ``?ger``/``?geru``)
-for float32, float64, complex64 and complex128, and NumPy for float16 and for empty arrays.
-C-ordered operands are passed as the transpose of a Fortran array (the ``trans`` flag of
-BLAS), so no operand is copied unless it is neither C- nor Fortran-contiguous.
+Python implementations compute the product with ``numpy.dot``, like ``Dot22`` and ``dot``:
+one BLAS library for every product a Python-linked function runs. (SciPy ships its own
+OpenBLAS; alternating calls between two OpenBLAS thread pools made a Python-linked RNN step
+about 60 times slower on two cores.)
 
 The in-place versions (``Gemm{inplace}``, ``Gemv{inplace}``, ``Ger{destructive}``) write
 their result into the buffer of input 0 (``destroy_map = {0: [0]}``); the others never
@@ -17,8 +17,7 @@ buffer.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -47,29 +46,8 @@ __all__ = [
     "ger_destructive",
 ]
 
-#: The dtypes SciPy has BLAS routines for; other float dtypes (float16) use NumPy.
+#: The dtypes BLAS has routines for (the rewrites build BLAS ops for these only).
 blas_dtypes = ("float32", "float64", "complex64", "complex128")
-
-
-@functools.cache
-def _blas_routine(name: str, dtype: str) -> Callable[..., np.ndarray] | None:
-    """SciPy's BLAS routine ``name`` (``gemm``, ``gemv``, ``ger``) for ``dtype``, or None."""
-    if dtype not in blas_dtypes:
-        return None
-    from scipy.linalg import blas as scipy_blas
-
-    if name == "ger" and dtype.startswith("complex"):
-        name = "geru"  # A + a * outer(x, y), without conjugating y
-    return scipy_blas.get_blas_funcs(name, dtype=np.dtype(dtype))
-
-
-def _fortran(a: np.ndarray) -> tuple[np.ndarray, int]:
-    """``(array, trans)`` with ``array`` Fortran-ordered and ``trans`` the BLAS flag to use."""
-    if a.flags.f_contiguous:
-        return a, 0
-    if a.flags.c_contiguous:
-        return a.T, 1
-    return np.asfortranarray(a), 0
 
 
 def _number(v: np.ndarray) -> Any:
@@ -131,8 +109,8 @@ def _output(
     """
     if back:
         result = result.T
-    if not inplace:
-        return result
+    if not inplace or not target.flags.writeable:
+        return result  # a read-only buffer (a user's array) is left as it was
     if not written:
         target[...] = result
     return target
@@ -180,36 +158,8 @@ class Gemm(Op):
         _check_product(self, "XY", x, y)
         _check_result(self, "Z", z, (x.shape[0], y.shape[1]), "dot(X, Y)")
         alpha, beta = _number(a), _number(b)
-        routine = _blas_routine("gemm", z.dtype.name)
-        if routine is None or alpha == 0 or z.size == 0 or x.shape[1] == 0:
-            result = _gemm_numpy(z, alpha, x, y, beta)
-            result = result.astype(z.dtype, copy=False)
-            output_storage[0][0] = _output(z, result, False, False, self.inplace)
-            return
-        if z.flags.f_contiguous:
-            target, left, right, back, fresh = z, x, y, False, False
-        elif z.flags.c_contiguous:  # Z.T = b * Z.T + a * dot(Y.T, X.T), Z.T Fortran-ordered
-            target, left, right, back, fresh = z.T, y.T, x.T, True, False
-        else:
-            target, left, right, back, fresh = np.asfortranarray(z), x, y, False, True
-        lhs, trans_a = _fortran(left)
-        rhs, trans_b = _fortran(right)
-        if beta == 0 and not self.inplace:
-            result = routine(alpha, lhs, rhs, trans_a=trans_a, trans_b=trans_b)
-        else:
-            overwrite = int(self.inplace or fresh)
-            result = routine(
-                alpha,
-                lhs,
-                rhs,
-                beta,
-                target,
-                trans_a=trans_a,
-                trans_b=trans_b,
-                overwrite_c=overwrite,
-            )
-        written = result is target and not fresh
-        output_storage[0][0] = _output(z, result, written, back, self.inplace)
+        result = _gemm_numpy(z, alpha, x, y, beta).astype(z.dtype, copy=False)
+        output_storage[0][0] = _output(z, result, False, False, self.inplace)
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
         return [input_shapes[0]]
@@ -270,17 +220,8 @@ class Gemv(Op):
         _check_product(self, "Ax", A, x)
         _check_result(self, "y", y, A.shape[:1], "dot(A, x)")
         alpha, beta = _number(a), _number(b)
-        routine = _blas_routine("gemv", y.dtype.name)
-        if routine is None or alpha == 0 or A.size == 0:
-            result = _gemm_numpy(y, alpha, A, x, beta).astype(y.dtype, copy=False)
-        else:
-            matrix, trans = _fortran(A)
-            if beta == 0 and not self.inplace:
-                result = routine(alpha, matrix, x, trans=trans)
-            else:
-                overwrite = int(self.inplace)
-                result = routine(alpha, matrix, x, beta, y, trans=trans, overwrite_y=overwrite)
-        output_storage[0][0] = _output(y, result, result is y, False, self.inplace)
+        result = _gemm_numpy(y, alpha, A, x, beta).astype(y.dtype, copy=False)
+        output_storage[0][0] = _output(y, result, False, False, self.inplace)
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
         return [input_shapes[0]]
@@ -331,22 +272,9 @@ class Ger(Op):
         A, a, x, y = inputs
         _check_result(self, "A", A, (x.shape[0], y.shape[0]), "outer(x, y)")
         alpha = _number(a)
-        routine = _blas_routine("ger", A.dtype.name)
-        if routine is None or alpha == 0 or A.size == 0:
-            result = A.copy() if alpha == 0 else A + alpha * np.outer(x, y)
-            result = result.astype(A.dtype, copy=False)
-            output_storage[0][0] = _output(A, result, False, False, self.destructive)
-            return
-        if A.flags.f_contiguous:
-            target, left, right, back, fresh = A, x, y, False, False
-        elif A.flags.c_contiguous:  # A.T += a * outer(y, x), A.T Fortran-ordered
-            target, left, right, back, fresh = A.T, y, x, True, False
-        else:
-            target, left, right, back, fresh = np.asfortranarray(A), x, y, False, True
-        overwrite = int(self.destructive or fresh)
-        result = routine(alpha, left, right, a=target, overwrite_a=overwrite)
-        written = result is target and not fresh
-        output_storage[0][0] = _output(A, result, written, back, self.destructive)
+        result = A.copy() if alpha == 0 else A + alpha * np.outer(x, y)
+        result = result.astype(A.dtype, copy=False)
+        output_storage[0][0] = _output(A, result, False, False, self.destructive)
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:
         return [input_shapes[0]]
@@ -417,14 +345,8 @@ class Dot22Scalar(Op):
         x, y, a = inputs
         _check_product(self, "XY", x, y)
         alpha = _number(a)
-        routine = _blas_routine("gemm", x.dtype.name)
-        if routine is None or alpha == 0 or 0 in (x.shape[0], x.shape[1], y.shape[1]):
-            out = np.zeros((x.shape[0], y.shape[1]), x.dtype)
-            result = _gemm_numpy(out, alpha, x, y, 0)
-        else:
-            lhs, trans_a = _fortran(x)
-            rhs, trans_b = _fortran(y)
-            result = routine(alpha, lhs, rhs, trans_a=trans_a, trans_b=trans_b)
+        out = np.zeros((x.shape[0], y.shape[1]), x.dtype)
+        result = _gemm_numpy(out, alpha, x, y, 0)
         output_storage[0][0] = np.asarray(result, dtype=x.dtype)
 
     def infer_shape(self, node: Apply, input_shapes: Sequence[Any]) -> list[Any]:

@@ -313,6 +313,11 @@ class Shape(Op):
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
         return [disconnected_type()]
 
+    def connection_pattern(self, node: Apply) -> list[list[bool]]:
+        """A shape does not depend on the values: even an undefined gradient (a random
+        draw's size) does not reach the input."""
+        return [[False]]
+
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         return [None]
 
@@ -357,6 +362,11 @@ class Shape_i(Op):
 
     def grad(self, inputs: Sequence[Variable], output_grads: Sequence[Variable]) -> list[Any]:
         return [disconnected_type()]
+
+    def connection_pattern(self, node: Apply) -> list[list[bool]]:
+        """A shape does not depend on the values: even an undefined gradient (a random
+        draw's size) does not reach the input."""
+        return [[False]]
 
     def R_op(self, inputs: Sequence[Variable], eval_points: Sequence[Any]) -> list[Any]:
         return [None]
