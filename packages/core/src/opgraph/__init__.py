@@ -52,7 +52,7 @@ from opgraph.graph.type import Type
 from opgraph.plugins import add_builtin_plugin, load_plugins
 from opgraph.plugins.namespaces import module_getattr
 from opgraph.printing import pp, pprint
-from opgraph.scan_module import foldl, foldr, map, reduce, scan, scan_checkpoints  # noqa: A004
+from opgraph.scan_module import foldl, foldr, map, reduce, scan, scan_checkpoints
 from opgraph.updates import OrderedUpdates
 
 

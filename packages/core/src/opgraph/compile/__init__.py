@@ -51,7 +51,6 @@ from opgraph.compile.profiling import ProfileStats
 from opgraph.compile.sharedvalue import SharedVariable, shared, shared_constructor
 
 __all__ = [
-    "OpFromGraph",
     "FAST_COMPILE",
     "FAST_RUN",
     "PROFILE_MODE",
@@ -65,6 +64,7 @@ __all__ = [
     "Mode",
     "MonitorMode",
     "NanGuardMode",
+    "OpFromGraph",
     "Out",
     "ProfileStats",
     "Shape",

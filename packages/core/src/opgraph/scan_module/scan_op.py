@@ -263,9 +263,7 @@ class Scan(InnerGraphOp):
             bufs.append(buf)
             sizes.append(size)
         nit_bufs: list[np.ndarray | None] = [None] * n_nit
-        nit_sizes = [
-            n if info.reverse else info.buffer_size(n_rec + k) or n for k in range(n_nit)
-        ]
+        nit_sizes = [n if info.reverse else info.buffer_size(n_rec + k) or n for k in range(n_nit)]
         state_pos = n_seqs + sum(len(t) for t in info.rec_taps)
         n_shared = info.n_shared_outs
         states = self.initial_states(inputs[base + n_rec : base + n_rec + n_shared])
