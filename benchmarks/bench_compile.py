@@ -78,13 +78,15 @@ def _phase(name: str) -> None:
 
 
 def _profile_times(profile: Any) -> dict[str, float]:
-    """Rewrite and link seconds from an opgraph or PyTensor ProfileStats, where recorded."""
+    """Rewrite and link seconds of an opgraph or PyTensor ProfileStats, where recorded
+    (PyTensor 3 names the rewrite time ``rewriting_time``, PyTensor 2 ``rewriter_time``,
+    Theano ``optimizer_time``)."""
     out = {}
-    rewrite = getattr(profile, "rewriter_time", None)
-    if rewrite is None:
-        rewrite = getattr(profile, "optimizer_time", None)
-    if isinstance(rewrite, int | float):
-        out["rewrite"] = float(rewrite)
+    for name in ("rewriter_time", "rewriting_time", "optimizer_time"):
+        value = getattr(profile, name, None)
+        if isinstance(value, int | float):
+            out["rewrite"] = float(value)
+            break
     link = getattr(profile, "linker_time", None)
     if isinstance(link, int | float):
         out["link"] = float(link)
@@ -244,11 +246,14 @@ def child_main(spec: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- parent side
 
 
-def spawn(spec: dict[str, Any], env_extra: dict[str, str], timeout: float) -> dict[str, Any]:
-    """Run one child process and return its result (or an ``error`` saying what happened)."""
+def spawn(
+    spec: dict[str, Any], env_extra: dict[str, str], timeout: float, script: str = __file__
+) -> dict[str, Any]:
+    """Run ``script --child spec`` (a workload file whose ``child_main`` prints its result
+    after RESULT_MARK) and return its result, or an ``error`` saying what happened."""
     env = os.environ.copy()
     env.update(env_extra)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
+    cmd = [sys.executable, str(Path(script).resolve()), "--child", json.dumps(spec)]
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,

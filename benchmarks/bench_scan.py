@@ -32,8 +32,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,10 +47,11 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from bench_compile import (  # noqa: E402
-    PHASE_MARK,
     RESULT_MARK,
     _cache_env,
-    _last_phase,
+    _phase,
+    _profile_times,
+    spawn,
 )
 from bench_training import theano_api  # noqa: E402
 from harness import (  # noqa: E402
@@ -406,26 +405,6 @@ def _peer_notes(table: Table, ctx: Context) -> None:
 # --------------------------------------------------------------------------- W11 child
 
 
-def _phase(name: str) -> None:
-    print(f"{PHASE_MARK}{name}", flush=True)
-
-
-def _profile_times(profile: Any) -> dict[str, float]:
-    """Rewrite and link seconds of an opgraph or PyTensor ProfileStats (PyTensor 3 names
-    the rewrite time ``rewriting_time``, PyTensor 2 ``rewriter_time``, Theano
-    ``optimizer_time``)."""
-    out = {}
-    for name in ("rewriter_time", "rewriting_time", "optimizer_time"):
-        value = getattr(profile, name, None)
-        if isinstance(value, int | float):
-            out["rewrite"] = float(value)
-            break
-    link = getattr(profile, "linker_time", None)
-    if isinstance(link, int | float):
-        out["link"] = float(link)
-    return out
-
-
 def _child_theano(engine: str, times: dict[str, Any]) -> dict[str, Any]:
     """opgraph or PyTensor: import, build W10's gradient graph, compile, first call."""
     _phase("import")
@@ -515,35 +494,6 @@ def child_main(spec: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- W11
 
 
-def spawn(spec: dict[str, Any], env_extra: dict[str, str], timeout: float) -> dict[str, Any]:
-    """Run this file as a child process and return its result, or an ``error``."""
-    env = os.environ.copy()
-    env.update(env_extra)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=HERE.parent,
-        start_new_session=True,  # its own process group: a timeout ends the compilers too
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        return {"error": f"timeout after {timeout:.0f} s in phase {_last_phase(out)}"}
-    for line in reversed(out.splitlines()):
-        if line.startswith(RESULT_MARK):
-            return json.loads(line[len(RESULT_MARK) :])
-    tail = (err.strip().splitlines() or ["(no output)"])[-1][:200]
-    how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
-    return {"error": f"child died ({how}) in phase {_last_phase(out)}: {tail}"}
-
-
 #: Cold-compile phases shown, in order: (key, case label).
 COLD_PHASES = (
     ("build", "cold: build + grad"),
@@ -568,7 +518,9 @@ def _cold_compile(table: Table, ctx: Context, repeat: int, peer_repeat: int) -> 
         results = []
         for _ in range(repeat if engine == "opgraph" else peer_repeat):
             with tempfile.TemporaryDirectory(prefix="opgraph-bench-cache-") as folder:
-                results.append(spawn({"engine": engine}, _cache_env(engine, folder), 300.0))
+                results.append(
+                    spawn({"engine": engine}, _cache_env(engine, folder), 300.0, __file__)
+                )
         ok = [r for r in results if "error" not in r]
         if not ok:
             skipped.append(Row(COLD_PHASES[1][1], label, status=results[0]["error"]))

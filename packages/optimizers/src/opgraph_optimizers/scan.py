@@ -344,13 +344,22 @@ def push_out_non_seq_scan(fgraph: Any, node: Apply) -> Any:
             pushed.add(old)
     for v in inner_outs:
         need(v)
+    return _read_from_outside(loop, needs, outer_of, loop.non_seqs)
+
+
+def _read_from_outside(
+    loop: _Loop, needs: list[Variable], outer_of: dict[Variable, Variable], into: list[Any]
+) -> Any:
+    """Replace each inner value of ``needs`` by a new inner input fed from ``outer_of[v]``
+    (appended to ``into``: the loop's non-sequences or sequences); the node's replacements,
+    or None when there is nothing to move."""
     if not needs:
         return None
     replace = {}
     for v in needs:
         inner = _fresh(v)
         replace[v] = inner
-        loop.non_seqs.append([outer_of[v], inner])
+        into.append([outer_of[v], inner])
     loop.replace_inner(replace)
     loop.prune_inputs()
     return loop.replacements()
@@ -418,16 +427,7 @@ def push_out_seq_scan(fgraph: Any, node: Apply) -> Any:
             needs.append(v)
         else:
             read.extend(v.owner.inputs)
-    if not needs:
-        return None
-    replace = {}
-    for v in needs:
-        inner = _fresh(v)
-        replace[v] = inner
-        loop.seqs.append([whole[v], inner])
-    loop.replace_inner(replace)
-    loop.prune_inputs()
-    return loop.replacements()
+    return _read_from_outside(loop, needs, whole, loop.seqs)
 
 
 def _push_seq_node(

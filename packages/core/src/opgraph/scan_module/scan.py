@@ -410,34 +410,18 @@ def scan(
                     f"non_sequences, but it uses {bad[0]} ({bad[0].type}).\nHINT: add it to "
                     "non_sequences, or pass strict=False."
                 )
-    # Declared non-sequences first (in order), then what was found.
+    # Declared non-sequences first (in order), then what was found; each outer variable
+    # gets one inner stand-in.
     replace: dict[Variable, Variable] = {}
     non_seq_outer: list[Variable] = []
-    non_seq_inner: list[Variable] = []
-    for outer in declared_non_seqs:
+    for outer in [*declared_non_seqs, *hoisted]:
         if isinstance(outer, Constant) or outer in updated or outer in replace:
             continue
-        new = outer.type()
-        new.name = outer.name
-        _copy_test_value(outer, new)
-        replace[outer] = new
+        replace[outer] = _stand_in(outer)
         non_seq_outer.append(outer)
-        non_seq_inner.append(new)
-    for v in hoisted:
-        if v in replace or v in non_seq_inner:
-            continue
-        new = v.type()
-        new.name = v.name
-        _copy_test_value(v, new)
-        replace[v] = new
-        non_seq_outer.append(v)
-        non_seq_inner.append(new)
-    state_inner = []
-    for sv in states:
-        new = sv.type()
-        new.name = sv.name
-        replace[sv] = new
-        state_inner.append(new)
+    non_seq_inner = [replace[v] for v in non_seq_outer]
+    state_inner = [_stand_in(sv) for sv in states]
+    replace.update(zip(states, state_inner))
 
     mit = [r for r in rec if not r["sit_sot"]]
     sit = [r for r in rec if r["sit_sot"]]
@@ -485,6 +469,14 @@ def scan(
     if not results:
         return None, new_updates
     return results, new_updates
+
+
+def _stand_in(outer: Variable) -> Variable:
+    """A fresh inner variable of ``outer``'s type, name and test value."""
+    new = outer.type()
+    new.name = outer.name
+    _copy_test_value(outer, new)
+    return new
 
 
 def _tap_name(init: Variable, tap: int) -> str | None:

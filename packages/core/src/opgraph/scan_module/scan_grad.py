@@ -142,14 +142,7 @@ def scan_lop(
 
     # A fresh copy of the step, differentiated with respect to its float inputs.
     ins, outs = op.clone_inner()
-    s_in = ins[:S]
-    tap_in: list[list[Variable]] = []
-    pos = S
-    for taps in info.rec_taps:
-        tap_in.append(ins[pos : pos + len(taps)])
-        pos += len(taps)
-    st_in = ins[pos : pos + M]
-    ns_in = ins[pos + M :]
+    s_in, tap_in, st_in, ns_in = info.split_inner_inputs(ins)
     r_out, nit_out = outs[:R], outs[R : R + K]
     st_out = outs[R + K : R + K + M]
 
@@ -565,14 +558,7 @@ def scan_rop(
     info = op.info
     S, R, K, M = info.n_seqs, info.n_rec, info.n_nit_sot, info.n_shared_outs
     ins, outs = op.clone_inner()
-    s_in = ins[:S]
-    tap_in: list[list[Variable]] = []
-    pos = S
-    for taps in info.rec_taps:
-        tap_in.append(ins[pos : pos + len(taps)])
-        pos += len(taps)
-    st_in = ins[pos : pos + M]
-    ns_in = ins[pos + M :]
+    s_in, tap_in, st_in, ns_in = info.split_inner_inputs(ins)
     tangents = {v: _fresh(v, f"d_{v.name}" if v.name else None) for v in ins if _is_float(v)}
     diff_outs = [o for o in outs[: R + K]]
     wrt = list(tangents)

@@ -98,6 +98,21 @@ class ScanInfo:
     def n_outer_outputs(self) -> int:
         return self.n_rec + self.n_nit_sot + self.n_shared_outs
 
+    def split_inner_inputs(
+        self, inputs: Sequence[Variable]
+    ) -> tuple[list[Variable], list[list[Variable]], list[Variable], list[Variable]]:
+        """Inner inputs by role: ``(sequences, taps of each recurrent output, states,
+        non-sequences)``."""
+        inputs = list(inputs)
+        seqs = inputs[: self.n_seqs]
+        taps: list[list[Variable]] = []
+        pos = self.n_seqs
+        for t in self.rec_taps:
+            taps.append(inputs[pos : pos + len(t)])
+            pos += len(t)
+        states = inputs[pos : pos + self.n_shared_outs]
+        return seqs, taps, states, inputs[pos + self.n_shared_outs :]
+
     def buffer_size(self, k: int) -> int:
         """The kept entries of output ``k`` (recurrent or nit_sot), 0 for all."""
         return self.buffer_sizes[k] if self.buffer_sizes else 0
