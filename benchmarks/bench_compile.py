@@ -1,8 +1,11 @@
-"""W5 and W8: compile times, each measured in a fresh Python process.
+"""W5, W8 and W16: compile times, each measured in a fresh Python process.
 
 W5 compiles W3's MLP training function (forward, ``grad``, six SGD updates) against an
 empty compile cache (``OPGRAPH_CACHE_DIR`` a new temporary folder: "cold"), then again in
-another process against the same folder ("warm"). W8 compiles an N-op elementwise chain
+another process against the same folder ("warm"). W16 does the same for the README's
+logistic-regression example (``examples/02_logistic_regression.py``: its three functions
+``train``, ``predict`` and ``get_cost``, compiled one after the other as the example does;
+issue 12's target is under 3 s cold on a quiet machine). W8 compiles an N-op elementwise chain
 (N = 250, 1,000, 4,000, 16,000; each process with an empty cache, after a trivial ``setup``
 compile that absorbs one-time costs) to expose rewrites that grow quadratically and
 recursion that hits Python's limit; the growth column is the exponent k in
@@ -52,6 +55,7 @@ from timing import Timing  # noqa: E402
 WORKLOADS = {
     "W5": "compile time of W3's MLP training function, cold and warm cache",
     "W8": "compile time of an N-op elementwise chain",
+    "W16": "compile time of the README's logistic-regression example, cold and warm cache",
 }
 
 RESULT_MARK = "BENCH-RESULT "
@@ -126,6 +130,10 @@ def _child_theano(engine: str, spec: dict[str, Any], times: dict[str, Any]) -> d
         th.function([v], v + 1, mode=mode)(np.zeros(2))
         times["setup"] = time.perf_counter() - t0
 
+    if spec["what"] == "logreg":
+        info.update(_logreg_example(th, T, mode, times))
+        return info
+
     _phase("build")
     t0 = time.perf_counter()
     if spec["what"] == "mlp":
@@ -165,6 +173,52 @@ def _child_theano(engine: str, spec: dict[str, Any], times: dict[str, Any]) -> d
         err = float(np.max(np.abs(np.asarray(result) - expected)))
         info["max_abs_error"] = err
     return info
+
+
+def _logreg_example(th: Any, T: Any, mode: Any, times: dict[str, Any]) -> dict[str, Any]:
+    """The README's logistic-regression example: build, compile its three functions (the
+    phases summed over them), then one call of each."""
+    import numpy as np
+    from bench_training import LOGREG_L2, LOGREG_LR, logreg_data
+
+    _phase("build")
+    t0 = time.perf_counter()
+    data = logreg_data()
+    x = T.dmatrix("x")
+    y = T.dvector("y")
+    w = th.shared(np.array(data["w"]), name="w")
+    b = th.shared(float(data["b"]), name="b")
+    p_1 = 1 / (1 + T.exp(-T.dot(x, w) - b))
+    prediction = p_1 > 0.5
+    xent = -y * T.log(p_1) - (1 - y) * T.log(1 - p_1)
+    cost = xent.mean() + LOGREG_L2 * (w**2).sum()
+    gw, gb = th.grad(cost, [w, b])
+    times["build"] = time.perf_counter() - t0
+
+    _phase("compile")
+    t0 = time.perf_counter()
+    updates = ((w, w - LOGREG_LR * gw), (b, b - LOGREG_LR * gb))
+    functions = [
+        th.function([x, y], [prediction, xent], updates=updates, mode=mode, profile=True),
+        th.function([x], prediction, mode=mode, profile=True),
+        th.function([x, y], cost, mode=mode, profile=True),
+    ]
+    times["compile"] = time.perf_counter() - t0
+    for f in functions:
+        for key, value in _profile_times(f.profile).items():
+            times[key] = times.get(key, 0.0) + value
+    if "rewrite" in times and "link" in times:
+        times["other"] = max(0.0, times["compile"] - times["rewrite"] - times["link"])
+    nodes = [len(f.maker.fgraph.apply_nodes) for f in functions if hasattr(f.maker, "fgraph")]
+
+    _phase("first call")
+    t0 = time.perf_counter()
+    train, predict, get_cost = functions
+    train(data["x"], data["y"])
+    predict(data["x"])
+    final = float(get_cost(data["x"], data["y"]))
+    times["first_call"] = time.perf_counter() - t0
+    return {"nodes": "+".join(map(str, nodes)), "finite_cost": bool(np.isfinite(final))}
 
 
 def _child_jax(spec: dict[str, Any], times: dict[str, Any]) -> dict[str, Any]:
@@ -328,26 +382,30 @@ def _share(part: Timing | None, total: Timing | None) -> str | None:
     return f"{100 * part.median / total.median:.0f}%"
 
 
-def run_w5(ctx: Context) -> Table:
-    """Cold then warm compile of the MLP training function, per engine, in fresh processes."""
+def run_w5(ctx: Context, workload: str = "W5", what: str = "mlp") -> Table:
+    """Cold then warm compile of the MLP training function (W5; the logistic-regression
+    example for W16), per engine, in fresh processes."""
     repeat = ctx.repeat(full=5, quick=2)
     peer_repeat = min(repeat, 1 if ctx.quick else 2)
     timeout = 300.0
     table = Table(
-        "W5",
-        WORKLOADS["W5"],
+        workload,
+        WORKLOADS[workload],
         detail=f"{repeat} cold+warm pairs of fresh processes (peers: {peer_repeat}); "
         "seconds per phase; share = part of function()",
         ratio_header="share",
     )
     collected: dict[str, dict[str, dict[str, Timing]]] = {"cold": {}, "warm": {}}
     nodes: dict[str, Any] = {}
-    for label, engine in _engines(ctx):
+    engines = _engines(ctx)
+    if what == "logreg":  # the example is Theano code: JAX has no counterpart here
+        engines = [(label, engine) for label, engine in engines if engine != "jax"]
+    for label, engine in engines:
         runs: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": []}
         for _ in range(repeat if engine == "opgraph" else peer_repeat):
             with tempfile.TemporaryDirectory(prefix="opgraph-bench-cache-") as folder:
                 env = _cache_env(engine, folder)
-                spec = {"engine": engine, "what": "mlp"}
+                spec = {"engine": engine, "what": what}
                 runs["cold"].append(spawn(spec, env, timeout))
                 runs["warm"].append(spawn(spec, env, timeout))
         for kind in ("cold", "warm"):
@@ -376,6 +434,8 @@ def run_w5(ctx: Context) -> Table:
     table.rows.extend(errors)
     if nodes:
         table.note("nodes after rewriting: " + ", ".join(f"{k} {v}" for k, v in nodes.items()))
+    if what == "logreg":
+        table.note("function() is train + predict + get_cost; issue 12's target: < 3 s cold")
     if opgraph_best_linker() in ("py", "vm"):
         table.note(
             "opgraph's Python linkers generate no code, so cold and warm differ only by the "
@@ -458,7 +518,9 @@ def run_w8(ctx: Context) -> Table:
 
 
 def run(workload: str, ctx: Context) -> Table:
-    """W5 or W8."""
+    """W5, W8 or W16."""
+    if workload == "W16":
+        return run_w5(ctx, "W16", "logreg")
     return run_w5(ctx) if workload == "W5" else run_w8(ctx)
 
 

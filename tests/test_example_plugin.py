@@ -1,65 +1,62 @@
-"""The example third-party plugin works end to end: its Op, its rewrite and its linker."""
+"""The example plugin's own suite (tests/example_plugin/tests) without opgraph-backend-c.
+
+``nox -s tests`` collects that suite with every package installed; this test runs it once
+more in a fresh interpreter where ``opgraph_c`` and ``opgraph_optimizers`` cannot be
+imported and only the example plugin's entry point is loaded: opgraph-core plus the plugin,
+the plugin's declared dependencies. The C kernel's tests skip there, the test of the
+plugin without backend-c runs, and everything else must pass the same.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-import opgraph
-import opgraph.tensor as T
-from opgraph.compile.mode import Mode
-from opgraph.testing import ALL_MODES, assert_allclose, verify_grad
-
-example_plugin = pytest.importorskip("example_plugin")
 pytestmark = pytest.mark.needs_example_plugin
 
-cube = example_plugin.cube
-Cube = example_plugin.Cube
+SUITE = Path(__file__).parent / "example_plugin" / "tests"
+
+#: Run in the child: hide the packages, check that the plugin loads without a warning, then
+#: run the suite.
+RUNNER = """\
+import sys, warnings
+for name in ("opgraph_c", "opgraph_optimizers"):
+    sys.modules[name] = None  # import raises ModuleNotFoundError, as if not installed
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import opgraph
+bad = [f"{type(w.message).__name__}: {w.message}" for w in caught
+       if type(w.message).__name__ == "PluginWarning"]
+if bad:
+    sys.exit("loading the plugins warned:\\n" + "\\n".join(bad))
+import pytest
+sys.exit(pytest.main([sys.argv[1], "-v", "-p", "no:cacheprovider", "-rs",
+                     "-W", "ignore::pytest.PytestAssertRewriteWarning"]))
+"""
 
 
-@pytest.mark.parametrize("mode", [*ALL_MODES, Mode(linker="example"), Mode(linker="py")])
-def test_cube_runs_in_every_mode(mode: object) -> None:
-    x = T.dvector("x")
-    f = opgraph.function([x], cube(x), mode=mode)
-    value = np.array([-2.0, 0.5, 3.0])
-    assert_allclose(f(value), value**3)
-
-
-def test_cube_gradient() -> None:
-    verify_grad(cube, [np.array([0.3, -1.2, 2.0])], rng=np.random.default_rng(0))
-
-
-def test_rewrite_applies_in_fast_run_and_can_be_excluded() -> None:
-    x = T.dvector("x")
-    y = cube(cube(x))
-    value = np.array([1.0, -2.0, 0.5])
-    f = opgraph.function([x], y, mode="FAST_RUN")
-    assert not any(isinstance(n.op, Cube) for n in f.maker.fgraph.toposort())
-    assert_allclose(f(value), value**9)
-
-    g = opgraph.function([x], y, mode=Mode(optimizer="fast_run").excluding("local_cube_of_cube"))
-    assert sum(isinstance(n.op, Cube) for n in g.maker.fgraph.toposort()) == 2
-    assert_allclose(g(value), value**9)
-
-
-def test_rewrite_is_recorded_in_provenance() -> None:
-    x = T.dvector("x")
-    f = opgraph.function([x], cube(cube(x)), mode="FAST_RUN")
-    text = opgraph.printing.debugprint(f, file="str", print_rewrites=True)
-    assert "local_cube_of_cube" in text
-    report = f.maker.rewrite_report()
-    assert "local_cube_of_cube" in report
-
-
-def test_example_linker_uses_its_kernel() -> None:
-    from example_plugin.linker import kernels
-
-    x = T.dvector("x")
-    f = opgraph.function([x], cube(x), mode=Mode(linker="example"))
-    assert_allclose(f(np.array([2.0])), np.array([8.0]))
-    assert kernels.lookup(Cube) is not None
-
-
-def test_cube_rejects_integer_input() -> None:
-    with pytest.raises(TypeError, match="cube needs a float tensor"):
-        cube(T.ivector("i"))
+def test_the_plugin_suite_passes_without_backend_c() -> None:
+    env = {
+        **os.environ,
+        "OPGRAPH_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "OPGRAPH_PLUGINS": "example",
+        "OPGRAPH_STRICT_PLUGINS": "1",
+    }
+    env.pop("OPGRAPH_FLAGS", None)  # e.g. linker=c from a tests_modes run
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, str(SUITE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=SUITE.parents[2],
+        timeout=600,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    assert "test_without_backend_c_cube_runs_perform_and_the_c_hook_is_never_called PASSED" in out
+    assert "opgraph-backend-c is not installed: no c linker" in out  # the C tests skipped

@@ -6,11 +6,15 @@ own (scan and OpFromGraph, sparse, the convolution/pooling/batch-norm family, si
 gpuarray), with each ``module.*`` entry expanded to the classes and functions Theano 1.0
 defines in that module. Behaviour is tested next to each implementation; this walk only
 proves a Theano program's imports no longer fail. Needs opgraph-optimizers (``tensor.opt``).
+
+The convolution, pooling, batch-norm and patch family (issue 15) is walked apart
+(:data:`CNN_NAMES`), with Theano's parameter names and order for its functions.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 import pytest
@@ -307,3 +311,265 @@ def test_the_walk_covers_the_documented_examples() -> None:
     assert resolve("sandbox.rng_mrg.MRG_RandomStreams") is MRG_RandomStreams
     assert resolve("tensor.opt.register_canonicalize") is register_canonicalize
     assert len(NAMES) == len(set(NAMES)) > 200
+
+
+#: Issue 15's names: every public class and function that Theano 1.0.5 defines in
+#: ``tensor.nnet.abstract_conv``, ``tensor.signal.pool``, ``tensor.nnet.bn``, ``tensor.nnet.corr``,
+#: ``tensor.nnet.corr3d`` and ``tensor.nnet.neighbours``, plus the ``tensor.nnet`` exports and
+#: the legacy convolution paths.
+CNN_NAMES = (
+    "tensor.nnet.abstract_conv.AbstractConv",
+    "tensor.nnet.abstract_conv.AbstractConv2d",
+    "tensor.nnet.abstract_conv.AbstractConv2d_gradInputs",
+    "tensor.nnet.abstract_conv.AbstractConv2d_gradWeights",
+    "tensor.nnet.abstract_conv.AbstractConv3d",
+    "tensor.nnet.abstract_conv.AbstractConv3d_gradInputs",
+    "tensor.nnet.abstract_conv.AbstractConv3d_gradWeights",
+    "tensor.nnet.abstract_conv.AbstractConv_gradInputs",
+    "tensor.nnet.abstract_conv.AbstractConv_gradWeights",
+    "tensor.nnet.abstract_conv.BaseAbstractConv",
+    "tensor.nnet.abstract_conv.assert_conv_shape",
+    "tensor.nnet.abstract_conv.assert_shape",
+    "tensor.nnet.abstract_conv.bilinear_kernel_1D",
+    "tensor.nnet.abstract_conv.bilinear_kernel_2D",
+    "tensor.nnet.abstract_conv.bilinear_upsampling",
+    "tensor.nnet.abstract_conv.border_mode_to_pad",
+    "tensor.nnet.abstract_conv.causal_conv1d",
+    "tensor.nnet.abstract_conv.check_conv_gradinputs_shape",
+    "tensor.nnet.abstract_conv.conv2d",
+    "tensor.nnet.abstract_conv.conv2d_grad_wrt_inputs",
+    "tensor.nnet.abstract_conv.conv2d_grad_wrt_weights",
+    "tensor.nnet.abstract_conv.conv3d",
+    "tensor.nnet.abstract_conv.conv3d_grad_wrt_inputs",
+    "tensor.nnet.abstract_conv.conv3d_grad_wrt_weights",
+    "tensor.nnet.abstract_conv.frac_bilinear_upsampling",
+    "tensor.nnet.abstract_conv.get_conv_gradinputs_shape",
+    "tensor.nnet.abstract_conv.get_conv_gradinputs_shape_1axis",
+    "tensor.nnet.abstract_conv.get_conv_gradweights_shape",
+    "tensor.nnet.abstract_conv.get_conv_gradweights_shape_1axis",
+    "tensor.nnet.abstract_conv.get_conv_output_shape",
+    "tensor.nnet.abstract_conv.get_conv_shape_1axis",
+    "tensor.nnet.abstract_conv.separable_conv2d",
+    "tensor.nnet.abstract_conv.separable_conv3d",
+    "tensor.signal.pool.AveragePoolGrad",
+    "tensor.signal.pool.DownsampleFactorMaxGradGrad",
+    "tensor.signal.pool.MaxPoolGrad",
+    "tensor.signal.pool.MaxPoolRop",
+    "tensor.signal.pool.Pool",
+    "tensor.signal.pool.PoolGrad",
+    "tensor.signal.pool.max_pool_2d_same_size",
+    "tensor.signal.pool.pool_2d",
+    "tensor.signal.pool.pool_3d",
+    "tensor.nnet.bn.AbstractBatchNormInference",
+    "tensor.nnet.bn.AbstractBatchNormTrain",
+    "tensor.nnet.bn.AbstractBatchNormTrainGrad",
+    "tensor.nnet.bn.BNComposite",
+    "tensor.nnet.bn.batch_normalization",
+    "tensor.nnet.bn.batch_normalization_test",
+    "tensor.nnet.bn.batch_normalization_train",
+    "tensor.nnet.corr.BaseCorrMM",
+    "tensor.nnet.corr.CorrMM",
+    "tensor.nnet.corr.CorrMM_gradInputs",
+    "tensor.nnet.corr.CorrMM_gradWeights",
+    "tensor.nnet.corr3d.BaseCorr3dMM",
+    "tensor.nnet.corr3d.Corr3dMM",
+    "tensor.nnet.corr3d.Corr3dMM_gradInputs",
+    "tensor.nnet.corr3d.Corr3dMM_gradWeights",
+    "tensor.nnet.neighbours.Images2Neibs",
+    "tensor.nnet.neighbours.images2neibs",
+    "tensor.nnet.neighbours.neibs2images",
+    "tensor.nnet.conv2d",
+    "tensor.nnet.conv2d_transpose",
+    "tensor.nnet.conv3d",
+    "tensor.nnet.abstract_conv2d",
+    "tensor.nnet.separable_conv2d",
+    "tensor.nnet.conv2d_grad_wrt_inputs",
+    "tensor.nnet.ConvOp",
+    "tensor.nnet.batch_normalization",
+    "tensor.nnet.h_softmax",
+    "tensor.nnet.conv3d2d.conv3d",
+    "tensor.nnet.conv.conv2d",
+    "tensor.signal.conv.conv2d",
+    "tensor.nnet.neighbours.images2neibs",
+    "tensor.extra_ops.to_one_hot",
+)
+
+#: Theano path -> its parameter names, in order (read off Theano 1.0.5 with inspect.signature).
+CNN_SIGNATURES = {
+    "tensor.nnet.conv2d": [
+        "input",
+        "filters",
+        "input_shape",
+        "filter_shape",
+        "border_mode",
+        "subsample",
+        "filter_flip",
+        "image_shape",
+        "filter_dilation",
+        "num_groups",
+        "unshared",
+        "kwargs",
+    ],
+    "tensor.nnet.conv2d_transpose": [
+        "input",
+        "filters",
+        "output_shape",
+        "filter_shape",
+        "border_mode",
+        "input_dilation",
+        "filter_flip",
+        "filter_dilation",
+        "num_groups",
+        "unshared",
+    ],
+    "tensor.nnet.abstract_conv.conv2d": [
+        "input",
+        "filters",
+        "input_shape",
+        "filter_shape",
+        "border_mode",
+        "subsample",
+        "filter_flip",
+        "filter_dilation",
+        "num_groups",
+        "unshared",
+    ],
+    "tensor.nnet.abstract_conv.conv3d": [
+        "input",
+        "filters",
+        "input_shape",
+        "filter_shape",
+        "border_mode",
+        "subsample",
+        "filter_flip",
+        "filter_dilation",
+        "num_groups",
+    ],
+    "tensor.signal.pool.pool_2d": [
+        "input",
+        "ws",
+        "ignore_border",
+        "stride",
+        "pad",
+        "mode",
+        "ds",
+        "st",
+        "padding",
+    ],
+    "tensor.signal.pool.pool_3d": [
+        "input",
+        "ws",
+        "ignore_border",
+        "stride",
+        "pad",
+        "mode",
+        "ds",
+        "st",
+        "padding",
+    ],
+    "tensor.nnet.bn.batch_normalization_train": [
+        "inputs",
+        "gamma",
+        "beta",
+        "axes",
+        "epsilon",
+        "running_average_factor",
+        "running_mean",
+        "running_var",
+    ],
+    "tensor.nnet.bn.batch_normalization_test": [
+        "inputs",
+        "gamma",
+        "beta",
+        "mean",
+        "var",
+        "axes",
+        "epsilon",
+    ],
+    "tensor.nnet.bn.batch_normalization": ["inputs", "gamma", "beta", "mean", "std", "mode"],
+    "tensor.nnet.neighbours.images2neibs": ["ten4", "neib_shape", "neib_step", "mode"],
+    "tensor.nnet.neighbours.neibs2images": ["neibs", "neib_shape", "original_shape", "mode"],
+    "tensor.nnet.conv.conv2d": [
+        "input",
+        "filters",
+        "image_shape",
+        "filter_shape",
+        "border_mode",
+        "subsample",
+        "kargs",
+    ],
+    "tensor.nnet.conv3d2d.conv3d": [
+        "signals",
+        "filters",
+        "signals_shape",
+        "filters_shape",
+        "border_mode",
+    ],
+    "tensor.signal.conv.conv2d": [
+        "input",
+        "filters",
+        "image_shape",
+        "filter_shape",
+        "border_mode",
+        "subsample",
+        "kargs",
+    ],
+    "tensor.nnet.abstract_conv.separable_conv2d": [
+        "input",
+        "depthwise_filters",
+        "pointwise_filters",
+        "num_channels",
+        "input_shape",
+        "depthwise_filter_shape",
+        "pointwise_filter_shape",
+        "border_mode",
+        "subsample",
+        "filter_flip",
+        "filter_dilation",
+    ],
+    "tensor.nnet.abstract_conv.causal_conv1d": [
+        "input",
+        "filters",
+        "filter_shape",
+        "input_shape",
+        "subsample",
+        "filter_flip",
+        "filter_dilation",
+        "num_groups",
+        "unshared",
+    ],
+    "tensor.nnet.abstract_conv.bilinear_upsampling": [
+        "input",
+        "ratio",
+        "frac_ratio",
+        "batch_size",
+        "num_input_channels",
+        "use_1D_kernel",
+    ],
+    "tensor.nnet.abstract_conv.get_conv_output_shape": [
+        "image_shape",
+        "kernel_shape",
+        "border_mode",
+        "subsample",
+        "filter_dilation",
+    ],
+}
+
+
+@pytest.mark.parametrize("path", CNN_NAMES)
+def test_theano_cnn_name_resolves(path: str) -> None:
+    assert resolve(path) is not None
+
+
+@pytest.mark.parametrize("path", sorted(CNN_SIGNATURES))
+def test_theano_cnn_signature(path: str) -> None:
+    assert list(inspect.signature(resolve(path)).parameters) == CNN_SIGNATURES[path]
+
+
+def test_nnet_conv2d_is_theanos_nnet_conv2d() -> None:
+    """``nnet.conv2d`` takes the deprecated ``image_shape``; ``abstract_conv.conv2d`` does not."""
+    import opgraph.tensor.nnet as nnet
+
+    assert "image_shape" in inspect.signature(nnet.conv2d).parameters
+    assert nnet.abstract_conv2d is nnet.abstract_conv.conv2d
+    assert nnet.conv2d is not nnet.abstract_conv.conv2d

@@ -22,14 +22,15 @@ def test_cache_info_clear_prune(run_python: Any, tmp_path: Path) -> None:
     info = opgraph_cli(run_python, tmp_path, "cache", "info", "--list")
     assert info.returncode == 0, info.stderr
     assert str(tmp_path / "c") in info.stdout
-    assert "kernels: 1" in info.stdout and "cli kernel" in info.stdout
+    assert "holds: 1 C kernel in 1 module" in info.stdout and "cli kernel" in info.stdout
     as_json = json.loads(opgraph_cli(run_python, tmp_path, "cache", "info", "--json").stdout)
-    assert as_json["kernels"] == 1 and as_json["bytes"] > 0
+    assert as_json["kernels"] == as_json["modules"] == 1 and as_json["bytes"] > 0
     pruned = opgraph_cli(run_python, tmp_path, "cache", "prune", "--days", "30")
-    assert pruned.returncode == 0 and "pruned 0 kernel(s)" in pruned.stdout
+    assert pruned.returncode == 0 and "pruned 0 C kernels in 0 modules" in pruned.stdout
     cleared = opgraph_cli(run_python, tmp_path, "cache", "clear")
-    assert cleared.returncode == 0 and "removed 1 compiled kernel(s)" in cleared.stdout
-    assert "kernels: 0" in opgraph_cli(run_python, tmp_path, "cache", "info").stdout
+    assert cleared.returncode == 0 and "removed 1 C kernel in 1 module" in cleared.stdout
+    info = opgraph_cli(run_python, tmp_path, "cache", "info").stdout
+    assert "holds: 0 C kernels in 0 modules" in info
 
 
 def test_plugins_listing_shows_the_c_linker(run_python: Any, tmp_path: Path) -> None:

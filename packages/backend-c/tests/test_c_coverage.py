@@ -17,13 +17,37 @@ from opgraph.graph.op import Op
 from opgraph.scalar.basic import ScalarOp
 from opgraph.tensor.elemwise import Elemwise
 from opgraph.tensor.nnet.basic import _AxisOp
+from opgraph.tensor.nnet.conv_abstract import BaseAbstractConv
+from opgraph.tensor.nnet.corr import (
+    BaseCorrMM,
+    CorrBase,
+    CorrForward,
+    CorrGradInputs,
+    CorrGradWeights,
+)
+from opgraph.tensor.nnet.corr3d import BaseCorr3dMM
+from opgraph.tensor.signal.pool import PoolGrad
 from opgraph.tensor.sort import _SortBase
 from opgraph.tensor.subtensor_advanced import BaseAdvancedIncSubtensor, BaseAdvancedSubtensor
 from opgraph_c.kernels.perform import REASONS
 from opgraph_c.registry import get_registry
 
 #: Classes no graph holds an instance of: bases whose subclasses are the Ops.
-ABSTRACT = {Op, _AxisOp, _SortBase, BaseAdvancedSubtensor, BaseAdvancedIncSubtensor}
+ABSTRACT = {
+    Op,
+    _AxisOp,
+    _SortBase,
+    BaseAdvancedSubtensor,
+    BaseAdvancedIncSubtensor,
+    PoolGrad,
+    BaseAbstractConv,
+    CorrBase,
+    CorrForward,
+    CorrGradWeights,
+    CorrGradInputs,
+    BaseCorrMM,
+    BaseCorr3dMM,
+}
 
 
 def core_op_classes() -> set[type]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,9 +15,10 @@ from opgraph.compile.function import function
 from opgraph.compile.mode import Mode
 from opgraph.graph.basic import Apply
 from opgraph.graph.op import Op
+from opgraph.link.dispatch import KernelFallbackWarning
 from opgraph.plugins import PluginError, get_plugin_manager, hookimpl
 from opgraph.testing import assert_allclose
-from opgraph_c import CModule
+from opgraph_c import PERFORM, CModule
 from opgraph_c.registry import get_registry
 
 CUBE_SOURCE = """\
@@ -105,6 +107,25 @@ def test_plugin_kernel_runs_in_the_c_linker(
     assert impl["Cube"] == "c"
     kernel = get_registry().lookup(Cube)
     assert kernel is not None and kernel.owner == "test-plugin"
+
+
+class PerformCube(Cube):
+    """Same meaning; its entry chooses ``perform`` on purpose (``PERFORM``)."""
+
+
+def test_an_entry_returning_perform_shows_as_py_without_a_fallback_mark() -> None:
+    registry = get_registry()
+    registry.register(PerformCube, lambda op, node: PERFORM, version=1, owner="test-plugin")
+    try:
+        x = T.dvector("x")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", KernelFallbackWarning)
+            f = function([x], PerformCube()(x), mode=Mode(linker="c"), profile=True)
+        assert_allclose(f(np.arange(3.0)), np.arange(3.0) ** 3)
+        impl = {type(n.op).__name__: i for n, i in f.profile.apply_impl.items()}
+        assert impl["PerformCube"] == "Py" and not f.profile.py_fallback
+    finally:
+        registry.unregister(PerformCube)
 
 
 def test_plugin_kernel_returning_none_falls_back(plugin: CubeKernelsPlugin) -> None:

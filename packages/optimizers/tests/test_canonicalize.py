@@ -22,7 +22,7 @@ from opgraph.gradient import GradBlock, disconnected_grad, zero_grad
 from opgraph.scalar.type import get_scalar_type
 from opgraph.tensor.basic import Rebroadcast
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
-from opgraph.tensor.shape import Reshape
+from opgraph.tensor.shape import MakeVector, Reshape
 from opgraph.tensor.structure import Alloc, alloc
 
 F64 = ("float64", ((False, False), (False, False), (False, False)))
@@ -191,6 +191,12 @@ CASES = [
         "local_reshape_reshape",
         lambda x, y, z: T.reshape(T.reshape(x, (-1,)), (4, 3)),
         lambda uses: uses.count(Reshape) == 1,
+        layouts=(F64,),
+    ),
+    Case(
+        "local_subtensor_make_vector",
+        lambda x, y, z: x * MakeVector("int64")(x.shape[1], x.shape[0])[1:][0],
+        lambda uses: not uses(MakeVector),
         layouts=(F64,),
     ),
     Case(

@@ -1,11 +1,15 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# distutils: extra_compile_args = -fopenmp
+# distutils: extra_link_args = -fopenmp
 """The precompiled driver of generated elementwise kernels.
 
 A generated module (see :mod:`opgraph_c.codegen.elemwise`) holds only the loops, compiled
 for one scalar function and one set of dtypes: ``contig`` (contiguous operands, scalars
 hoisted; the loop gcc vectorises), ``strided`` (one dimension, any byte steps, 0 for a
-broadcast operand) and, when built with OpenMP, ``parallel`` (the contiguous loop split
-over threads). It exports them as an ``opg_elemwise_kernel`` table in a capsule.
+broadcast operand; steps that fit a vectorised loop, e.g. a bias constant along the run and
+the other operands contiguous, go to that loop) and, when built with OpenMP, ``parallel``
+(the contiguous loop split over threads). It exports them as an ``opg_elemwise_kernel``
+table in a capsule.
 
 :class:`ElemwiseThunk` does the rest, per call, in C: reads the input cells, checks shapes
 with Elemwise's broadcasting rules (same error text as ``Elemwise.perform``), allocates the
@@ -13,11 +17,15 @@ outputs (or reuses the destroyed input for an in-place output, or the array the 
 cell kept from the last call where the VM allows it: ``set_output_reuse``; outputs of
 ``POOL_MIN_BYTES`` or more come from the buffer pool, :mod:`opgraph_c._pool`), then calls the
 contiguous loop over the whole array when every operand is C-contiguous, else collapses
-dimensions and walks the outer ones, calling the contiguous or strided loop for the
-innermost one.
+dimensions (adjacent ones merge where every operand's steps allow it, a broadcast operand's
+0 included: NCHW activations plus a per-channel bias become N*C runs of H*W) and walks the
+outer ones, calling the contiguous or strided loop for each run. From the team's threshold
+on (:mod:`opgraph_c._threads`, modules built with OpenMP) the runs, or pieces of long runs,
+are shared among threads: :c:func:`_walk_parallel`.
 """
 
 cimport numpy as cnp
+from cython.parallel cimport prange
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.ref cimport PyObject
 
@@ -27,6 +35,8 @@ from opgraph_c._vm cimport CThunk
 from opgraph_c.abi cimport OPG_ELEMWISE_ABI, opg_elemwise_kernel
 
 import numpy as np
+
+from opgraph.tensor.elemwise import broadcast_error
 
 cnp.import_array()
 
@@ -43,24 +53,30 @@ cdef enum:
     NOGIL_SIZE = 4096
 
 
-cdef void _walk(opg_elemwise_kernel* k, int nops, int m, const Py_ssize_t* cshape,
-                ptrdiff_t (*cstrides)[MAX_DIMS], char** base, bint inner_contig) noexcept nogil:
-    """Call the inner loop over the last of ``m`` collapsed dimensions, for each outer index."""
+cdef void _rows(opg_elemwise_kernel* k, int nops, int m, const Py_ssize_t* cshape,
+                ptrdiff_t (*cstrides)[MAX_DIMS], char** base, bint inner_contig,
+                Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t start, Py_ssize_t stop) noexcept nogil:
+    """Call the inner loop on elements ``[start, stop)`` of the last of ``m`` collapsed
+    dimensions, for the outer indices ``r0 <= r < r1`` (the outer dimensions flattened in C
+    order)."""
     cdef Py_ssize_t idx[MAX_DIMS]
     cdef char* cur[MAX_OPERANDS]
     cdef ptrdiff_t steps[MAX_OPERANDS]
-    cdef Py_ssize_t inner = cshape[m - 1]
+    cdef Py_ssize_t n = stop - start, r = r0
     cdef int d, j
     for j in range(nops):
-        cur[j] = base[j]
         steps[j] = cstrides[j][m - 1]
-    for d in range(m):
-        idx[d] = 0
-    while True:
+        cur[j] = base[j] + start * steps[j]
+    for d in range(m - 2, -1, -1):  # r0 as an index of the outer dimensions
+        idx[d] = r % cshape[d]
+        r = r // cshape[d]
+        for j in range(nops):
+            cur[j] += idx[d] * cstrides[j][d]
+    for r in range(r0, r1):
         if inner_contig:
-            k.contig(0, inner, cur)
+            k.contig(0, n, cur)
         else:
-            k.strided(inner, cur, steps)
+            k.strided(n, cur, steps)
         d = m - 2
         while d >= 0:
             idx[d] += 1
@@ -72,8 +88,32 @@ cdef void _walk(opg_elemwise_kernel* k, int nops, int m, const Py_ssize_t* cshap
                 cur[j] -= cstrides[j][d] * cshape[d]
             idx[d] = 0
             d -= 1
-        if d < 0:
-            return
+
+
+cdef void _walk_parallel(opg_elemwise_kernel* k, int nops, int m, const Py_ssize_t* cshape,
+                         ptrdiff_t (*cstrides)[MAX_DIMS], char** base, bint inner_contig,
+                         Py_ssize_t nrows, int nthreads) noexcept nogil:
+    """:c:func:`_rows` over every run on ``nthreads`` threads, in chunks that idle threads
+    take as they come free (the policy of the generated ``parallel`` loop): at least 4096
+    elements, about 16 per thread; whole runs when they are shorter than a chunk, else each
+    run cut in pieces at multiples of 64 elements from its start, so every element is
+    computed in the same vector lane as on one thread and the result does not depend on the
+    thread count."""
+    cdef Py_ssize_t inner = cshape[m - 1]
+    cdef Py_ssize_t chunk = max(4096, (nrows * inner // (16 * nthreads) + 63) // 64 * 64)
+    cdef Py_ssize_t pieces, per, it, r, p
+    if inner > chunk:
+        pieces = (inner + chunk - 1) // chunk
+        for it in prange(nrows * pieces, num_threads=nthreads, schedule="dynamic"):
+            r = it // pieces
+            p = it % pieces
+            _rows(k, nops, m, cshape, cstrides, base, inner_contig, r, r + 1, p * chunk,
+                  min(inner, (p + 1) * chunk))
+    else:
+        per = chunk // inner
+        for it in prange((nrows + per - 1) // per, num_threads=nthreads, schedule="dynamic"):
+            _rows(k, nops, m, cshape, cstrides, base, inner_contig, it * per,
+                  min(nrows, (it + 1) * per), 0, inner)
 
 
 cdef bint _overlap(cnp.ndarray a, cnp.ndarray b):
@@ -271,11 +311,8 @@ cdef class ElemwiseThunk(CThunk):
                 elif shape[d] < 0:
                     shape[d] = n
                     first[d] = i
-                elif n != shape[d]:
-                    raise ValueError(
-                        f"Input dimension mis-match. (input[{first[d]}].shape[{d}] = "
-                        f"{shape[d]}, input[{i}].shape[{d}] = {n})"
-                    )
+                elif n != shape[d]:  # perform's error, naming the two inputs
+                    raise broadcast_error(self.node, arrays, d, first[d], i)
         for d in range(nd):
             if shape[d] < 0:
                 shape[d] = 1
@@ -310,6 +347,7 @@ cdef class ElemwiseThunk(CThunk):
         cdef char* ptrs[MAX_OPERANDS]
         cdef ptrdiff_t strides[MAX_OPERANDS][MAX_DIMS]
         cdef Py_ssize_t cshape[MAX_DIMS]
+        cdef Py_ssize_t nrows = 1
         cdef cnp.ndarray a
         cdef bint flat = True, merge, inner_contig = True
         cdef opg_elemwise_kernel* k = self.k
@@ -360,9 +398,23 @@ cdef class ElemwiseThunk(CThunk):
         for i in range(nops):
             if strides[i][m - 1] != self.itemsize[i] and not (i < self.nin and self.hoisted[i]):
                 inner_contig = False
-        if size >= NOGIL_SIZE:
+        for d in range(m - 1):
+            nrows *= cshape[d]
+        nthreads = team_size(&self.team, size)
+        if self.team.nthreads > 1 and size >= self.team.threshold:
+            start = monotonic()  # timed for the team, as in the contiguous case
             with nogil:
-                _walk(k, nops, m, cshape, strides, ptrs, inner_contig)
+                if nthreads > 1:
+                    _walk_parallel(k, nops, m, cshape, strides, ptrs, inner_contig, nrows,
+                                   nthreads)
+                else:
+                    _rows(k, nops, m, cshape, strides, ptrs, inner_contig, 0, nrows, 0,
+                          cshape[m - 1])
+            team_timed(&self.team, nthreads, monotonic() - start, size)
+        elif size >= NOGIL_SIZE:
+            with nogil:
+                _rows(k, nops, m, cshape, strides, ptrs, inner_contig, 0, nrows, 0,
+                      cshape[m - 1])
         else:
-            _walk(k, nops, m, cshape, strides, ptrs, inner_contig)
+            _rows(k, nops, m, cshape, strides, ptrs, inner_contig, 0, nrows, 0, cshape[m - 1])
         return 0

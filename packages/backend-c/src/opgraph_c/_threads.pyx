@@ -293,11 +293,16 @@ def thread_limit() -> int:
 
 #: How each threaded kernel uses threads, the policy to change (issue 19): per kernel,
 #: (adaptive: timed against one thread, see the module's docstring; c__openmp_threshold
-#: applies). The native gemv has its own size limits (opgraph_c._blas._gemv_native).
+#: applies). The native gemv has its own size limits (opgraph_c._blas._gemv_native), the
+#: correlation kernels theirs in multiply-adds (opgraph_c._conv); pooling planes count
+#: elements like an elementwise loop, batch-norm channels like a reduction.
 POLICY = {
     "elemwise": (True, True),
     "reduce": (True, True),
     "gemv": (True, False),
+    "conv": (True, False),
+    "pool": (True, True),
+    "bn": (True, True),
 }
 
 

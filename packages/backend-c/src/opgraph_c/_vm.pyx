@@ -18,7 +18,9 @@ when a thunk raises.
 
 - :class:`Caller` is a compiled function's whole call (``Function.__call__``) in C: checks
   the arguments, stores them, runs the runner and the updates, collects the outputs and
-  empties the cells. Calls of one function from several threads are serialized.
+  empties the cells. Calls of one function from several threads are serialized; a call
+  holds the update locks of the shared variables it updates (:meth:`Caller.guard`), and a
+  child forked while another thread was calling gets the function's lock free again.
 """
 
 cimport numpy as cnp
@@ -37,6 +39,9 @@ from cpython.pythread cimport (
 )
 
 cnp.import_array()
+
+import os
+import weakref
 
 import numpy as np
 
@@ -379,14 +384,15 @@ cdef object _zero_d(int typenum, double d, long long v, bint use_int):
 cdef class Caller:
     """A compiled function's call in C: ``Function.__call__`` when the C VM runs the graph.
 
-    Called as ``caller(args, kwargs)`` or ``caller.call(args, kwargs)``. With exactly one positional argument per input and
-    no keywords, it does the whole call here: an argument that is an exact ndarray of its
-    TensorType's dtype, ndim and fixed lengths is stored as it is (what ``filter`` would
-    return); for a 0-d input that is not ``strict``, a Python float, int or bool or a NumPy
-    scalar whose value ``filter`` would take unchanged becomes its 0-d array here; any
-    other value goes through its Type's ``filter``, so conversions, ``strict``,
-    ``allow_downcast`` and every error message stay the Type's. Anything else (keywords,
-    defaults, a wrong number of arguments) goes to ``fallback``, the Python call path.
+    Called as ``caller(args, kwargs)`` or ``caller.call(args, kwargs)``. With exactly one
+    positional argument per input and no keywords, it does the whole call here: an argument
+    that is an exact ndarray of its TensorType's dtype, ndim and fixed lengths is stored as
+    it is (what ``filter`` would return); for a 0-d input that is not ``strict``, a Python
+    float, int or bool or a NumPy scalar whose value ``filter`` would take unchanged becomes
+    its 0-d array here; any other value goes through its Type's ``filter``, so conversions,
+    ``strict``, ``allow_downcast`` and every error message stay the Type's. Anything else
+    (keywords, defaults, a wrong number of arguments) goes to ``fallback``, the Python call
+    path.
 
     Parameters
     ----------
@@ -411,6 +417,8 @@ cdef class Caller:
         rejects ``value``.
     label
         The function's name in messages.
+
+    :meth:`guard` adds the update locks to hold and the aliasing check to run.
     """
 
     cdef list cells, filters, strict, downcast, dtypes
@@ -427,6 +435,10 @@ cdef class Caller:
     cdef PyThread_type_lock lock
     cdef unsigned long owner
     cdef public bint trust_input
+    cdef tuple acquires, releases
+    cdef Py_ssize_t n_locks
+    cdef object unalias
+    cdef object __weakref__
 
     def __cinit__(self, *args, **kwargs):
         self.lock = PyThread_allocate_lock()
@@ -488,6 +500,52 @@ cdef class Caller:
         self.input_error = input_error
         self.label = label
         self.trust_input = False
+        self.acquires = self.releases = ()
+        self.n_locks = 0
+        self.unalias = None
+        _CALLERS.add(self)
+
+    def guard(self, list locks, object unalias):
+        """Hold ``locks`` (the shared variables' update locks, in the order to take them)
+        from running the graph to writing the updates, and call ``unalias()`` once the
+        arguments are stored (None: nothing to check)."""
+        self.acquires = tuple(lock.acquire for lock in locks)
+        self.releases = tuple(lock.release for lock in locks)
+        self.n_locks = len(locks)
+        self.unalias = unalias
+
+    cdef void _reinit_lock(self):
+        """In a forked child: drop a lock a thread that does not exist here held."""
+        cdef PyThread_type_lock fresh
+        if self.owner == PyThread_get_thread_ident():
+            return  # the forking thread's own call goes on in the child
+        fresh = PyThread_allocate_lock()
+        if fresh != NULL:
+            PyThread_free_lock(self.lock)
+            self.lock = fresh
+        self.owner = 0
+
+    cdef int _hold(self) except -1:
+        """Take the update locks in order; on an interruption release those taken."""
+        cdef Py_ssize_t i = 0
+        try:
+            while i < self.n_locks:
+                self.acquires[i]()
+                i += 1
+        except BaseException:
+            while i > 0:
+                i -= 1
+                self.releases[i]()
+            raise
+        return 0
+
+    cdef int _release(self) except -1:
+        """Release the update locks, the last taken first."""
+        cdef Py_ssize_t i = self.n_locks
+        while i > 0:
+            i -= 1
+            self.releases[i]()
+        return 0
 
     def __dealloc__(self):
         if self.lock != NULL:
@@ -594,12 +652,20 @@ cdef class Caller:
                         fast = self._from_scalar(value, i)
                         value = self._filter(value, i) if fast is None else fast
                     (<list>cells[i])[0] = value
-            if self.c_runner:
-                (<CRunner>self.runner).run_once()
-            else:
-                self.runner()
-            if self.updates is not None:
-                self.updates()
+            if self.unalias is not None:
+                self.unalias()
+            if self.n_locks:
+                self._hold()
+            try:
+                if self.c_runner:
+                    (<CRunner>self.runner).run_once()
+                else:
+                    self.runner()
+                if self.updates is not None:
+                    self.updates()
+            finally:
+                if self.n_locks:
+                    self._release()
         except BaseException:
             for cell in self.clear_in:
                 cell[0] = None
@@ -619,3 +685,17 @@ cdef class Caller:
         if self.return_none:
             return None
         return outputs
+
+
+# Every live Caller, for _reinit_locks_in_child.
+_CALLERS = weakref.WeakSet()
+
+
+def _reinit_locks_in_child():
+    """After ``fork``, in the child: a function another thread was calling at the fork is
+    free again (that thread does not exist here, and would never release it)."""
+    for caller in list(_CALLERS):
+        (<Caller>caller)._reinit_lock()
+
+
+os.register_at_fork(after_in_child=_reinit_locks_in_child)

@@ -23,6 +23,11 @@ Kernels that may share a module (:class:`~opgraph_c.spec.BundlePart`, backend-c'
 loops) and are missing together are built as one module per CPU (one Cython and one compiler
 run each instead of one per kernel); an index file per kernel key names the module holding
 it, written after that module is in place.
+
+Counting: a *C kernel* is one cache key (one node's compiled code; equal nodes share one),
+a *module* one compiled extension holding one kernel or a bundle of them. The progress
+lines, ``python -m opgraph cache info|clear|prune`` and the manifests all count both the
+same way and say it with :func:`count_text` ("10 C kernels in 3 modules").
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import sys
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +61,13 @@ FORMAT = 1
 WAIT_NOTICE_S = 2.0
 #: At most this many kernels share one module.
 MAX_BUNDLE = 64
+#: A build still running after this many seconds prints its progress line (one known to
+#: be slow, with more modules than CPUs, prints it at once).
+PROGRESS_AFTER_S = 1.0
+#: A build running this long also prints a line as each of its modules is done.
+DETAIL_AFTER_S = 5.0
+#: How a bundle module was named before manifests recorded their kernel count.
+_BUNDLE_NAME = re.compile(r"^a module of (\d+) kernels$")
 
 
 @dataclass(frozen=True)
@@ -246,48 +258,59 @@ class KernelCache:
     def _build(self, todo: list[BuildRequest]) -> None:
         toolchain = get_toolchain()
         units = self._units(todo, toolchain)
+        progress = _BuildProgress(units, _cpu_count())
+        try:
+            self._build_units(todo, units, toolchain, progress)
+        finally:
+            progress.finish()
+
+    def _build_units(
+        self,
+        todo: list[BuildRequest],
+        units: list[tuple[BuildRequest, list[tuple[BuildRequest, str]]]],
+        toolchain: Toolchain,
+        progress: _BuildProgress,
+    ) -> None:
+        """Cythonize every unit of ``units`` (one at a time), each compiled by the C compiler
+        as soon as its C file exists (in parallel with the next Cython run); each module is
+        published as it completes."""
         tmp_root = self.root / "tmp"
         tmp_root.mkdir(parents=True, exist_ok=True)
-        if len(todo) > 1:
-            where = f" in {len(units)} modules" if len(units) != len(todo) else ""
-            _progress(f"compiling {len(todo)} C kernels{where}")
         sources = []
-        done = 0
-        for unit, parts in units:
-            for req, _ in parts:
-                done += 1
-                if len(todo) > 1:
-                    _progress(f"[{done}/{len(todo)}] {req.spec.name}")
+        for unit, _ in units:
             tmp = tmp_root / f"{unit.key[:16]}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             tmp.mkdir()
             pyx = tmp / f"{unit.module_name}.pyx"
             pyx.write_text(unit.spec.source, encoding="utf-8")
             sources.append((unit, tmp, pyx))
-        work = []
-        for unit, tmp, pyx in sources:
-            try:
-                c_file = cythonize(pyx, unit.spec.name)
-            except CompileError as exc:
-                raise self._keep_failed(unit, tmp, exc) from None
-            work.append((unit, tmp, c_file))
+        n_parts = {unit.key: len(parts) for unit, parts in units}
 
-        def compile_one(item: tuple[BuildRequest, Path, Path]) -> None:
-            unit, tmp, c_file = item
+        def compile_one(unit: BuildRequest, tmp: Path, c_file: Path) -> None:
             so = tmp / f"{unit.module_name}{_ext_suffix()}"
             try:
                 link(toolchain, c_file, so, unit.spec.name, unit.spec.openmp)
             except CompileError as exc:
                 raise self._keep_failed(unit, tmp, exc) from None
-            self._publish(unit, tmp, so, toolchain)
+            self._publish(unit, tmp, so, toolchain, n_parts[unit.key])
+            progress.module_done(unit)
 
-        workers = min(len(work), os.cpu_count() or 1)
-        if workers > 1:
-            with ThreadPoolExecutor(workers) as pool:
-                for future in [pool.submit(compile_one, item) for item in work]:
-                    future.result()
-        else:
-            for item in work:
-                compile_one(item)
+        # Cython runs here, one module at a time (it holds the GIL); each module's C compiler
+        # starts as soon as its Cython is done, in a thread that waits on the subprocess, so
+        # gcc of one module overlaps Cython of the next.
+        workers = min(len(sources), os.cpu_count() or 1)
+        with ThreadPoolExecutor(max(workers, 1)) as pool:
+            futures = []
+            try:
+                for unit, tmp, pyx in sources:
+                    try:
+                        c_file = cythonize(pyx, unit.spec.name)
+                    except CompileError as exc:
+                        raise self._keep_failed(unit, tmp, exc) from None
+                    futures.append(pool.submit(compile_one, unit, tmp, c_file))
+            finally:  # a Cython error is raised only once the modules under way are done
+                wait(futures)
+            for future in futures:
+                future.result()
         for unit, parts in units:
             for req, suffix in parts:
                 if req is not unit:
@@ -349,8 +372,11 @@ class KernelCache:
         tmp.write_text(json.dumps({"module": module_key, "suffix": suffix}), encoding="utf-8")
         os.replace(tmp, path)
 
-    def _publish(self, req: BuildRequest, tmp: Path, so: Path, toolchain: Toolchain) -> None:
-        """Write the manifest and rename the finished build into place (under its lock)."""
+    def _publish(
+        self, req: BuildRequest, tmp: Path, so: Path, toolchain: Toolchain, kernels: int = 1
+    ) -> None:
+        """Write the manifest (with the number of C kernels the module holds) and rename the
+        finished build into place (under its lock)."""
         data = so.read_bytes()
         manifest = {
             "format": FORMAT,
@@ -360,6 +386,7 @@ class KernelCache:
             "size": len(data),
             "sha256": hashlib.sha256(data).hexdigest(),
             "name": req.spec.name,
+            "kernels": kernels,
             "created": time.time(),
             "toolchain": toolchain.fingerprint,
         }
@@ -397,7 +424,8 @@ class KernelCache:
     # ---- maintenance (python -m opgraph cache ...)
 
     def entries(self) -> list[dict[str, Any]]:
-        """The manifests of every entry on disk (``valid`` says if it checks out)."""
+        """The manifests of every module on disk (``valid`` says if it checks out,
+        ``kernels`` how many C kernels it holds)."""
         out = []
         for manifest_path in sorted((self.root / "kernels").glob(f"*/*/{MANIFEST}")):
             key = manifest_path.parent.name
@@ -405,12 +433,21 @@ class KernelCache:
                 manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 manifest = {"key": key}
+            if not isinstance(manifest.get("kernels"), int):
+                named = _BUNDLE_NAME.match(str(manifest.get("name", "")))
+                manifest["kernels"] = int(named.group(1)) if named else 1
             manifest["path"] = str(manifest_path.parent)
             manifest["valid"] = self._valid_entry(key) is not None
             manifest["bytes"] = _size(manifest_path.parent)
             manifest["last_used"] = _mtime(manifest_path)
             out.append(manifest)
         return out
+
+    def counts(self, entries: list[dict[str, Any]] | None = None) -> tuple[int, int]:
+        """``(C kernels, modules)`` in the cache (or in ``entries``), as :func:`count_text`
+        says them."""
+        entries = self.entries() if entries is None else entries
+        return sum(int(e["kernels"]) for e in entries), len(entries)
 
     def clear(self) -> int:
         """Delete every entry, build leftover and lock; returns how many entries there were."""
@@ -500,8 +537,99 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _progress(message: str) -> None:
-    print(f"opgraph_c: {message}", file=sys.stderr, flush=True)
+def _cpu_count() -> int:
+    """How many compiler runs go at once: more modules than this is a slow build."""
+    return os.cpu_count() or 1
+
+
+def _progress(message: str, stream: Any = None) -> None:
+    print(f"opgraph_c: {message}", file=stream or sys.stderr, flush=True)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def count_text(kernels: int, modules: int) -> str:
+    """``'10 C kernels in 3 modules'``: how progress lines and ``cache info`` count."""
+    return f"{_plural(kernels, 'C kernel')} in {_plural(modules, 'module')}"
+
+
+class _BuildProgress:
+    """The progress lines of one build (on stderr).
+
+    A first line ("compiling 10 C kernels in 3 modules: ...") once the build has run
+    :data:`PROGRESS_AFTER_S` seconds, or at once when it is known to be slow (more modules
+    than CPUs: several rounds of compiler runs); after :data:`DETAIL_AFTER_S` seconds, a
+    line per module done; and, after a first line, the total time at the end. A build that
+    ends sooner prints nothing, and so does a load from the cache (it never gets here).
+    """
+
+    def __init__(
+        self, units: list[tuple[BuildRequest, list[tuple[BuildRequest, str]]]], cpus: int
+    ) -> None:
+        self.kernels = sum(len(parts) for _, parts in units)
+        self.modules = len(units)
+        self.names = [req.spec.name for _, parts in units for req, _ in parts]
+        self.parts = {unit.key: [req.spec.name for req, _ in parts] for unit, parts in units}
+        self.start = time.perf_counter()
+        self.done = 0
+        self.started = False
+        self.closed = False
+        # stderr as the build starts: Cython's run redirects sys.stderr (for every thread,
+        # the timer's too) into its error report while it translates a module.
+        self.stream = sys.stderr
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        if self.modules > cpus or PROGRESS_AFTER_S <= 0:
+            self._begin()
+        else:
+            self._timer = threading.Timer(PROGRESS_AFTER_S, self._begin)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _begin(self) -> None:
+        with self._lock:
+            if self.started or self.closed:  # a timer firing as the build ends
+                return
+            self.started = True
+            what = _names_within(self.names, 80)
+            _progress(f"compiling {count_text(self.kernels, self.modules)}: {what}", self.stream)
+
+    def module_done(self, unit: BuildRequest) -> None:
+        """Count ``unit`` as built; say so once the build has run :data:`DETAIL_AFTER_S`."""
+        with self._lock:
+            self.done += 1
+            elapsed = time.perf_counter() - self.start
+            if not self.started or self.modules == 1 or elapsed < DETAIL_AFTER_S:
+                return
+            names = self.parts.get(unit.key, [unit.spec.name])
+            what = _names_within(names, 70)
+            if len(names) > 1:
+                what = f"{len(names)} kernels: {what}"
+            _progress(f"[{self.done}/{self.modules}] {what} ({elapsed:.1f} s)", self.stream)
+
+    def finish(self) -> None:
+        """Stop the timer; after a first line, print the total time (if all modules built)."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self.closed = True
+            if self.started and self.done == self.modules:
+                elapsed = time.perf_counter() - self.start
+                total = count_text(self.kernels, self.modules)
+                _progress(f"compiled {total} in {elapsed:.1f} s", self.stream)
+
+
+def _names_within(names: list[str], width: int) -> str:
+    """``names`` joined, as many whole ones as fit in about ``width`` characters, then how
+    many more."""
+    shown: list[str] = []
+    for k, name in enumerate(names):
+        if shown and len(", ".join([*shown, name])) > width:
+            return f"{', '.join(shown)} and {len(names) - k} more"
+        shown.append(name if len(name) <= width else name[: width - 4] + " ...")
+    return ", ".join(shown)
 
 
 _cache: KernelCache | None = None

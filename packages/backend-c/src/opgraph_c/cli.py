@@ -14,34 +14,46 @@ def configure_cache_command(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
     info = sub.add_parser("info", help="Where the cache is, what it holds, how big it is.")
     info.add_argument("--json", action="store_true", help="Print JSON.")
-    info.add_argument("--list", action="store_true", help="List every kernel.")
-    sub.add_parser("clear", help="Delete every compiled kernel.")
+    info.add_argument("--list", action="store_true", help="List every module.")
+    sub.add_parser("clear", help="Delete every compiled C kernel.")
     prune = sub.add_parser(
-        "prune", help="Delete kernels unused for --days, broken entries and stale leftovers."
+        "prune", help="Delete modules unused for --days, broken ones and stale leftovers."
     )
     prune.add_argument("--days", type=float, default=30.0, help="Age limit (default 30).")
 
 
 def run_cache_command(args: argparse.Namespace) -> int:
-    """Run ``cache <action>``; returns the exit status."""
-    from opgraph_c.cache import get_cache
+    """Run ``cache <action>``; returns the exit status.
+
+    Every count is said as the compile's progress lines say it (:func:`count_text`:
+    "10 C kernels in 3 modules"), so the two agree.
+    """
+    from opgraph_c.cache import count_text, get_cache
 
     cache = get_cache()
     if args.cache_command == "clear":
-        n = cache.clear()
-        print(f"removed {n} compiled kernel(s) from {cache.root}")
+        kernels, modules = cache.counts()
+        cache.clear()
+        print(f"removed {count_text(kernels, modules)} from {cache.root}")
         return 0
     if args.cache_command == "prune":
-        n = cache.prune(args.days)
-        print(f"pruned {n} kernel(s) from {cache.root} (unused for {args.days:g} days or broken)")
+        kernels, modules = cache.counts()
+        cache.prune(args.days)
+        left_k, left_m = cache.counts()
+        print(
+            f"pruned {count_text(kernels - left_k, modules - left_m)} from {cache.root} "
+            f"(unused for {args.days:g} days or broken)"
+        )
         return 0
     entries = cache.entries()
+    kernels, modules = cache.counts(entries)
     total = sum(e["bytes"] for e in entries)
     broken = sum(not e["valid"] for e in entries)
     if args.json:
         report = {
             "root": str(cache.root),
-            "kernels": len(entries),
+            "kernels": kernels,
+            "modules": modules,
             "bytes": total,
             "broken": broken,
             "entries": entries if args.list else None,
@@ -49,7 +61,8 @@ def run_cache_command(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=1, default=str))
         return 0
     print(f"cache directory: {cache.root}")
-    print(f"kernels: {len(entries)} ({total / 1e6:.1f} MB){f', {broken} broken' if broken else ''}")
+    problems = f", {broken} broken" if broken else ""
+    print(f"holds: {count_text(kernels, modules)} ({total / 1e6:.1f} MB){problems}")
     if entries:
         newest = max(e["last_used"] for e in entries)
         print(f"last used: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(newest))}")

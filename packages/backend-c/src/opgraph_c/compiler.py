@@ -90,9 +90,11 @@ def _cpu_signature() -> str:
 
 
 def _headers_digest() -> str:
-    """A hash of what generated code includes or cimports from the package."""
+    """A hash of what generated code includes or cimports from the package: its C headers
+    and every ``.pxd`` (a plugin's kernel may cimport ``_vm.pxd`` or ``_threads.pxd``; a
+    layout change there must not load a module built against the old one)."""
     digest = hashlib.sha256()
-    for path in [*sorted(INCLUDE_DIR.glob("*.h")), PACKAGE_DIR / "abi.pxd"]:
+    for path in [*sorted(INCLUDE_DIR.glob("*.h")), *sorted(PACKAGE_DIR.glob("*.pxd"))]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 

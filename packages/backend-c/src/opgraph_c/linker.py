@@ -2,8 +2,8 @@
 the precompiled VM.
 
 :class:`CLinker` is core's :class:`~opgraph.link.basic.VMLinker` given backend-c's registry.
-Before making thunks it compiles every missing kernel of the graph in one batch (progress
-lines when several build, compiler runs in parallel), then runs the thunks with
+Before making thunks it compiles every missing kernel of the graph in one batch (compiler
+runs in parallel; a progress line once a build takes over a second), then runs the thunks with
 :class:`CVM`: :class:`opgraph_c._vm.CLoop`, or :class:`opgraph_c._vm.CStack` for graphs
 with lazy nodes. Profiling and per-node callbacks (NanGuardMode) use core's Python VM,
 which times and reports each node.

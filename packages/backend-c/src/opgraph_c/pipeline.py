@@ -130,6 +130,7 @@ class NodePipeline:
             if compute_map is None:
                 compute_map = {v: [False] for v in storage_map}
             thunk = node.op.make_thunk(node, storage_map, compute_map, no_recycling)
+            thunk.runs_perform = True  # the entry chose perform for this node (profiles: Py)
         else:
             in_cells = [storage_map[v] for v in node.inputs]
             out_cells = [storage_map[v] for v in node.outputs]

@@ -3,7 +3,7 @@
 Usage::
 
     python -m opgraph --version
-    python -m opgraph plugins [--json]
+    python -m opgraph plugins [--json] [--all]
     python -m opgraph config
     python -m opgraph <command from a plugin> ...   (e.g. ``cache info`` from backend-c)
 """
@@ -13,10 +13,13 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from opgraph.configdefaults import AUTO_LINKER_MEANING
 from opgraph.configdefaults import config as default_config
 from opgraph.plugins.manager import (
     RESERVED_COMMANDS,
@@ -28,7 +31,13 @@ from opgraph.plugins.manager import (
 from opgraph.rewriting.db import RewriteDatabase
 from opgraph.rewriting.optdb import get_optdb
 
-__all__ = ["build_parser", "format_report", "main"]
+__all__ = ["build_parser", "format_report", "main", "output_width"]
+
+#: The width of listings when stdout is not a terminal (a pipe, a file, a test).
+DEFAULT_WIDTH = 100
+#: A list longer than this is summarized (its count, by stage for rewrites) unless
+#: ``--all`` is given.
+SHORT_LIST = 12
 
 
 def _version() -> str:
@@ -45,8 +54,18 @@ def _version() -> str:
 # ---- plugins
 
 
-def format_report(report: dict[str, Any]) -> str:
-    """The text ``python -m opgraph plugins`` prints for a :meth:`report` dict."""
+def output_width() -> int:
+    """The terminal's width when stdout is one, else :data:`DEFAULT_WIDTH` columns."""
+    if sys.stdout.isatty():
+        return max(40, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+    return DEFAULT_WIDTH
+
+
+def format_report(report: dict[str, Any], width: int | None = None, show_all: bool = False) -> str:
+    """The text ``python -m opgraph plugins`` prints for a :meth:`report` dict, wrapped to
+    ``width`` columns (default :func:`output_width`); long lists are summarized with their
+    count unless ``show_all``."""
+    width = output_width() if width is None else width
     plugins = report["plugins"]
     counts = {s: sum(p["status"] == s for p in plugins) for s in ("loaded", "failed", "skipped")}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
@@ -57,16 +76,65 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"OPGRAPH_PLUGINS: {', '.join(report['requested'])}")
     if report["strict"]:
         lines.append("strict: a failing plugin raises (OPGRAPH_STRICT_PLUGINS=1)")
-    lines.append(f"linker=auto means: {report['best_linker'] or '(no linker installed)'}")
+    resolved = report.get("auto_linker") or _auto_linker(report)
+    lines += _wrap(f"linker={resolved} here; {AUTO_LINKER_MEANING}.", width, "  ")
     for message in report["conflicts"]:
         lines.append("ERROR: " + message.replace("\n", "\n       "))
     for p in plugins:
         lines.append("")
-        lines += _format_plugin(p)
+        lines += _format_plugin(p, width, show_all)
     return "\n".join(lines)
 
 
-def _format_plugin(p: dict[str, Any]) -> list[str]:
+def _auto_linker(report: dict[str, Any]) -> str:
+    """``'auto -> cvm (CLinker)'`` for a report made without it (the words of
+    :func:`opgraph.compile.mode.describe_linker`)."""
+    from opgraph.compile.mode import describe_linker
+
+    if report.get("best_linker") is None:
+        return "auto -> none (no installed plugin recommends a linker)"
+    return describe_linker("auto")
+
+
+#: Marks a space the wrapping must not break at ("canonicalize 26", a command to type).
+_KEEP = "\x00"
+
+
+def _unbroken(text: str) -> str:
+    """``text`` kept on one line by :func:`_wrap`."""
+    return text.replace(" ", _KEEP)
+
+
+def _wrap(text: str, width: int, indent: str, first: str = "") -> list[str]:
+    """``first + text`` wrapped to ``width`` columns, continuation lines under ``indent``."""
+    lines = textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=first,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
+    return [line.replace(_KEEP, " ") for line in lines]
+
+
+def _summarize(label: str, items: list[str], show_all: bool) -> str:
+    """``items`` joined, or, past :data:`SHORT_LIST` items, their count (rewrites by stage)
+    and how to see them all."""
+    if show_all or len(items) <= SHORT_LIST:
+        return ", ".join(items)
+    hint = f"{_unbroken('python -m opgraph plugins --all')} lists each"
+    if label != "rewrites":
+        return f"{len(items)}: {', '.join(items[:SHORT_LIST])}, ... ({hint})"
+    stages: dict[str, int] = {}
+    for path in items:
+        stage = path.rsplit("/", 1)[0] if "/" in path else "top-level"
+        stages[stage] = stages.get(stage, 0) + 1
+    by_stage = ", ".join(_unbroken(f"{stage} {n}") for stage, n in stages.items())
+    return f"{len(items)} in {len(stages)} stages: {by_stage} ({hint}, --json too)"
+
+
+def _format_plugin(p: dict[str, Any], width: int, show_all: bool = False) -> list[str]:
     dist = " ".join(x for x in (p["distribution"], p["version"]) if x) or "no distribution"
     status = {"loaded": "loaded", "failed": "FAILED", "skipped": "skipped"}[p["status"]]
     lines = [f"{p['name']}  [{status}]  {dist}  ({p['source']})"]
@@ -89,9 +157,15 @@ def _format_plugin(p: dict[str, Any]) -> list[str]:
         ("hooks", p["hooks"]),
     ):
         if items:
-            rows.append((label, ", ".join(items)))
-    width = max(len(label) for label, _ in rows)
-    lines += [f"  {label + ':':<{width + 1}} {text}" for label, text in rows if text]
+            rows.append((label, _summarize(label, list(items), show_all)))
+    label_width = max(len(label) for label, _ in rows)
+    indent = " " * (label_width + 4)
+    for label, text in rows:
+        if not text:
+            continue
+        head = f"  {label + ':':<{label_width + 1}} "
+        for k, paragraph in enumerate(str(text).splitlines()):  # an error's lines stay lines
+            lines += _wrap(paragraph, width, indent, head if k == 0 else indent)
     return lines
 
 
@@ -106,13 +180,14 @@ def _rewrites_by_plugin() -> dict[str, list[str]]:
 
 def _run_plugins(args: argparse.Namespace) -> int:
     report = get_plugin_manager().report()
+    report["auto_linker"] = _auto_linker(report)
     rewrites = _rewrites_by_plugin()
     for plugin in report["plugins"]:
         plugin["rewrites"] = rewrites.get(plugin["name"], [])
     if args.json:
         print(json.dumps(report, indent=2, default=str))
     else:
-        print(format_report(report))
+        print(format_report(report, show_all=getattr(args, "all", False)))
     return 1 if report["conflicts"] else 0
 
 
@@ -141,6 +216,9 @@ def build_parser(pm: OpgraphPluginManager | None = None) -> argparse.ArgumentPar
 
     p = sub.add_parser("plugins", help="list installed plugins and what each contributed")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--all", action="store_true", help="list every item of long lists (e.g. rewrites)"
+    )
     p.set_defaults(_run=_run_plugins)
     p = sub.add_parser("config", help="print every config flag, its value and where it came from")
     p.set_defaults(_run=_run_config)

@@ -25,7 +25,23 @@ from opgraph.configparser import (
     set_global_config,
 )
 
-__all__ = ["THEANO_MODES", "add_core_flags", "add_theano_flags", "change_flags", "config"]
+__all__ = [
+    "AUTO_LINKER_MEANING",
+    "THEANO_MODES",
+    "add_core_flags",
+    "add_theano_flags",
+    "change_flags",
+    "config",
+]
+
+#: What ``linker=auto`` means, in the words every place that explains it uses: this flag's
+#: help, ``python -m opgraph plugins`` and the repr of a Mode using it
+#: (:func:`opgraph.compile.mode.describe_linker` adds what it resolves to here).
+AUTO_LINKER_MEANING = (
+    "auto is the installed linker the plugins rank highest: cvm (CLinker: C kernels, "
+    "perform where a node has none; c and c|py are the same linker) when opgraph-backend-c "
+    "is installed, else vm (VMLinker: the Python VM running each node's perform)"
+)
 
 #: Mode names Theano documented; plugins may register more, so ``mode`` only
 #: checks the shape of the name and the compile layer checks that it exists.
@@ -99,8 +115,8 @@ def add_core_flags(config: Config) -> None:
     )
     add(
         "linker",
-        "Default linker; 'auto' picks the best installed (c if opgraph-backend-c is "
-        "installed, else py). Names are checked by the linker registry.",
+        f"Default linker; {AUTO_LINKER_MEANING}. `python -m opgraph plugins` shows what it "
+        "is here. Names are checked by the linker registry.",
         StrParam(
             "auto",
             _is_linker_name,

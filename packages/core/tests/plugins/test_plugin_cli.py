@@ -15,6 +15,7 @@ import pytest
 from opgraph.__main__ import main
 from opgraph.plugins import Command, PluginWarning, hookimpl
 from opgraph.plugins import manager as manager_module
+from opgraph.rewriting import optdb as optdb_module
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -74,6 +75,9 @@ def use_plugins(monkeypatch: pytest.MonkeyPatch, *eps: FakeEntryPoint) -> None:
     monkeypatch.setattr(manager_module, "_iter_entry_points", lambda: list(eps))
     monkeypatch.setattr(manager_module, "_default_config", DescribedConfig)
     monkeypatch.setattr(manager_module, "BUILTIN_PLUGINS", ())
+    # the rewrite database is built from the plugins the first time it is asked for: build a
+    # fresh one from these, and leave the process's own one for the tests that follow
+    monkeypatch.setattr(optdb_module, "_optdb", None)
     for var in ("OPGRAPH_DISABLE_PLUGIN_AUTOLOAD", "OPGRAPH_PLUGINS", "OPGRAPH_STRICT_PLUGINS"):
         monkeypatch.delenv(var, raising=False)
 

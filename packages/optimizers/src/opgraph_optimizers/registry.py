@@ -33,6 +33,7 @@ REWRITE_MODULES = (
     "opgraph_optimizers.blas",
     "opgraph_optimizers.builders",
     "opgraph_optimizers.scan",
+    "opgraph_optimizers.conv",
 )
 
 

@@ -1,4 +1,4 @@
-"""An example third-party opgraph plugin, written only against opgraph's public API."""
+"""An example third-party opgraph plugin: the package docs/plugin-guide.md walks through."""
 
 from example_plugin.ops import Cube, cube
 

@@ -2,20 +2,28 @@
 
 The module holds one C element function (``opg_elem``: inputs by value, outputs through
 pointers), built from the scalar table so that a fused Composite becomes straight-line C,
-and three loops over it on raw pointers (no typed memoryviews: they cost 30k lines of C
-each):
+and loops over it on raw pointers (no typed memoryviews: they cost 30k lines of C each):
 
 - ``contig(start, stop, ptrs)``: every operand contiguous; inputs whose type is broadcastable
   in every dimension are read once, before the loop. This is the loop gcc vectorises,
   transcendentals included (libmvec);
-- ``strided(n, ptrs, steps)``: one dimension, any byte steps (0 for a broadcast operand);
+- ``run<j>(n, ptrs)``, one per broadcast layout of the node (:func:`run_masks`): the inputs
+  of mask ``j`` constant along the run (read once, as scalars), every other operand
+  contiguous. This is the innermost run of an operand broadcast along the trailing axes
+  (a bias added to NCHW activations: runs of H*W, the bias constant in each), vectorised
+  like ``contig``;
+- ``strided(n, ptrs, steps)``: one dimension, any byte steps (0 for a broadcast operand).
+  When the steps are those of ``contig`` or of a ``run<j>`` (itemsize, or 0 for the
+  constant inputs) it calls that loop instead of its scalar one;
 - ``parallel(n, ptrs, nthreads)`` (with OpenMP): ``contig`` over fixed chunks that idle
   threads take dynamically.
 
-It exports them in the ``ELEMWISE_KERNEL`` capsule read by
-:class:`opgraph_c._elemwise.ElemwiseThunk`. A kernel is a :class:`~opgraph_c.spec.BundlePart`:
-when a function needs several new kernels, :func:`assemble` puts them in one module (names
-suffixed ``_0``, ``_1``, ...), compiled once, instead of one module each.
+Every loop computes each element with the same ``opg_elem``. It exports them in the
+``ELEMWISE_KERNEL`` capsule read by :class:`opgraph_c._elemwise.ElemwiseThunk` (the
+``run<j>`` loops are reached through ``strided``, so the table's layout is unchanged). A
+kernel is a :class:`~opgraph_c.spec.BundlePart`: when a function needs several new kernels,
+:func:`assemble` puts them in one module (names suffixed ``_0``, ``_1``, ...), compiled
+once, instead of one module each.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ __all__ = [
     "element_function",
     "elemwise_part",
     "node_signature",
+    "run_masks",
 ]
 
 
@@ -198,7 +207,10 @@ def elemwise_part(op: Any, node: Apply, hoisted: Sequence[bool], openmp: bool) -
     )
     decl = [f"{CTYPES[d]} i{k}" for k, d in enumerate(in_dtypes)]
     decl += [f"{CTYPES[d]}* o{k}" for k, d in enumerate(out_dtypes)]
-    loops = [comment, _contig(in_dtypes, out_dtypes, hoisted), _strided(in_dtypes, out_dtypes)]
+    masks = run_masks([v.type.broadcastable for v in node.inputs], hoisted)
+    loops = [comment, _contig(in_dtypes, out_dtypes, hoisted)]
+    loops += [_run(j, mask, in_dtypes, out_dtypes, hoisted) for j, mask in enumerate(masks)]
+    loops.append(_strided(in_dtypes, out_dtypes, hoisted, masks))
     if openmp:
         loops.append(_PARALLEL)
     parallel = f"parallel{ID}" if openmp else "NULL"
@@ -256,16 +268,37 @@ def assemble(parts: Sequence[BundlePart], suffixes: Sequence[str]) -> str:
     return "\n".join(out)
 
 
-def _contig(in_dtypes: Sequence[str], out_dtypes: Sequence[str], hoisted: Sequence[bool]) -> str:
+def run_masks(bcast: Sequence[Sequence[bool]], hoisted: Sequence[bool]) -> list[tuple[int, ...]]:
+    """The sets of inputs that can be constant along the innermost run, one ``run<j>`` loop
+    each.
+
+    The driver merges trailing dimensions into one run while every operand's steps allow
+    it, so the run ends at the last dimension ``d`` longer than 1, and the inputs constant
+    along it (step 0) are those broadcastable in ``d``. Per dimension that is one set of
+    the inputs not hoisted (those are scalars in every loop); the empty set is ``contig``,
+    and the set of all of them cannot occur (``d`` would have length 1). Other runs (an
+    input of stride 0 that its type does not broadcast, a strided view) take ``strided``.
+    """
+    free = [k for k, h in enumerate(hoisted) if not h]
+    ndim = len(bcast[0]) if bcast else 0
+    masks: list[tuple[int, ...]] = []
+    for d in range(ndim):
+        mask = tuple(k for k in free if bcast[k][d])
+        if mask and len(mask) < len(free) and mask not in masks:
+            masks.append(mask)
+    return masks
+
+
+def _loop(
+    in_dtypes: Sequence[str], out_dtypes: Sequence[str], scalars: set[int], index: str
+) -> list[str]:
+    """Declarations and the loop over ``i`` (``index``: ``start, stop`` or ``n``): the
+    inputs in ``scalars`` read once, every other operand contiguous."""
     nin = len(in_dtypes)
-    lines = [
-        f"cdef void contig{ID}(ptrdiff_t start, ptrdiff_t stop, char** ptrs) noexcept nogil:",
-        '    """Every operand contiguous; scalar inputs read once. gcc vectorises this."""',
-    ]
-    args = []
+    lines, args = [], []
     for k, d in enumerate(in_dtypes):
         t = CTYPES[d]
-        if hoisted[k]:
+        if k in scalars:
             lines.append(f"    cdef {t} s{k} = (<{t}*>ptrs[{k}])[0]")
             args.append(f"s{k}")
         else:
@@ -277,20 +310,68 @@ def _contig(in_dtypes: Sequence[str], out_dtypes: Sequence[str], hoisted: Sequen
         args.append(f"&o{k}[i]")
     lines += [
         "    cdef ptrdiff_t i",
-        "    for i in range(start, stop):",
+        f"    for i in range({index}):",
         f"        opg_elem{ID}({', '.join(args)})",
         "",
     ]
-    return "\n".join(lines)
+    return lines
 
 
-def _strided(in_dtypes: Sequence[str], out_dtypes: Sequence[str]) -> str:
+def _contig(in_dtypes: Sequence[str], out_dtypes: Sequence[str], hoisted: Sequence[bool]) -> str:
+    lines = [
+        f"cdef void contig{ID}(ptrdiff_t start, ptrdiff_t stop, char** ptrs) noexcept nogil:",
+        '    """Every operand contiguous; scalar inputs read once. gcc vectorises this."""',
+    ]
+    scalars = {k for k, h in enumerate(hoisted) if h}
+    return "\n".join(lines + _loop(in_dtypes, out_dtypes, scalars, "start, stop"))
+
+
+def _run(
+    j: int,
+    mask: Sequence[int],
+    in_dtypes: Sequence[str],
+    out_dtypes: Sequence[str],
+    hoisted: Sequence[bool],
+) -> str:
+    names = ", ".join(f"i{k}" for k in mask)
+    lines = [
+        f"cdef void run{j}{ID}(ptrdiff_t n, char** ptrs) noexcept nogil:",
+        f'    """A run along which {names} {"is" if len(mask) == 1 else "are"} constant (read '
+        "once), every other\n    operand contiguous (scalar inputs read once). gcc "
+        'vectorises this."""',
+    ]
+    scalars = {k for k, h in enumerate(hoisted) if h} | set(mask)
+    return "\n".join(lines + _loop(in_dtypes, out_dtypes, scalars, "n"))
+
+
+def _strided(
+    in_dtypes: Sequence[str],
+    out_dtypes: Sequence[str],
+    hoisted: Sequence[bool],
+    masks: Sequence[Sequence[int]],
+) -> str:
     nin = len(in_dtypes)
-    nops = nin + len(out_dtypes)
+    dtypes = [*in_dtypes, *out_dtypes]
+    nops = len(dtypes)
     lines = [
         f"cdef void strided{ID}(ptrdiff_t n, char** ptrs, const ptrdiff_t* steps) noexcept nogil:",
-        '    """One dimension, operand k advancing by steps[k] bytes (0 when broadcast)."""',
+        '    """One dimension, operand k advancing by steps[k] bytes (0 when broadcast). Steps',
+        "    that fit a vectorised loop (each operand's itemsize, 0 for an input read once) run",
+        '    that loop."""',
     ]
+    # Each vectorised loop, with the steps it takes: 0 for its scalars, else the itemsize.
+    calls = [(f"contig{ID}(0, n, ptrs)", {k for k, h in enumerate(hoisted) if h})]
+    calls += [
+        (f"run{j}{ID}(n, ptrs)", {k for k, h in enumerate(hoisted) if h} | set(mask))
+        for j, mask in enumerate(masks)
+    ]
+    for call, scalars in calls:
+        tests = [
+            f"steps[{k}] == {0 if k in scalars else np.dtype(d).itemsize}"
+            for k, d in enumerate(dtypes)
+        ]
+        lines += _condition(tests)
+        lines += [f"        {call}", "        return"]
     for k in range(nops):
         lines.append(f"    cdef char* p{k} = ptrs[{k}]")
         lines.append(f"    cdef ptrdiff_t s{k} = steps[{k}]")
@@ -304,6 +385,19 @@ def _strided(in_dtypes: Sequence[str], out_dtypes: Sequence[str]) -> str:
     lines += [f"        p{k} += s{k}" for k in range(nops)]
     lines.append("")
     return "\n".join(lines)
+
+
+def _condition(tests: Sequence[str]) -> list[str]:
+    """``if`` and the ``and`` of ``tests``, wrapped at 100 columns."""
+    lines, line = [], "    if ("
+    for k, test in enumerate(tests):
+        piece = test if k == 0 else f" and {test}"
+        if len(line) + len(piece) > 96:
+            lines.append(line)
+            line, piece = "            ", test if k == 0 else f"and {test}"
+        line += piece
+    lines.append(line + "):")
+    return lines
 
 
 _PARALLEL = f'''\

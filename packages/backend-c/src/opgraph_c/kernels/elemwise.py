@@ -12,7 +12,7 @@ from opgraph_c.spec import PERFORM, CModule
 __all__ = ["ELEMWISE_VERSION", "elemwise_c", "register"]
 
 #: Bump when the generated code changes (it keys the compile cache).
-ELEMWISE_VERSION = 1
+ELEMWISE_VERSION = 2
 #: Limits of the precompiled driver (opgraph_c._elemwise): beyond them, perform runs.
 MAX_OPERANDS = 32
 MAX_DIMS = 32

@@ -45,8 +45,24 @@ from opgraph.tensor.io import LoadFromDisk, _NoMPIOp
 from opgraph.tensor.jacobian import JacobianOp
 from opgraph.tensor.nlinalg.tensorops import TensorInv, TensorSolve
 from opgraph.tensor.nnet.blocksparse import SparseBlockGemv, SparseBlockOuter
+from opgraph.tensor.nnet.conv import ConvOp
+from opgraph.tensor.nnet.conv3d2d import DiagonalSubtensor, IncDiagonalSubtensor
+from opgraph.tensor.nnet.conv_abstract import (
+    AbstractConv,
+    AbstractConv2d,
+    AbstractConv2d_gradInputs,
+    AbstractConv2d_gradWeights,
+    AbstractConv3d,
+    AbstractConv3d_gradInputs,
+    AbstractConv3d_gradWeights,
+    AbstractConv_gradInputs,
+    AbstractConv_gradWeights,
+)
+from opgraph.tensor.nnet.conv_shapes import ConvShapeCheck
 from opgraph.tensor.nnet.ctc import ConnectionistTemporalClassification
+from opgraph.tensor.nnet.neighbours import Images2Neibs, Images2NeibsGrad
 from opgraph.tensor.random_ops import RandomFunction
+from opgraph.tensor.signal.pool import MaxPoolRop
 from opgraph.tensor.sort import ArgSortOp, PermuteAlongAxis, SortOp
 from opgraph.tensor.subtensor_advanced import (
     AdvancedBooleanIncSubtensor,
@@ -64,6 +80,24 @@ _LAPACK = (
     "Python per call, and LAPACK's own errors and conventions stay NumPy's"
 )
 _ONE_CALL = "one NumPy call that already loops in C over the whole array ({})"
+_ABSTRACT_CONV = (
+    "an abstract convolution: opgraph-optimizers' conv_opts rewrites it to the CorrMM / "
+    "Corr3dMM op that has the C kernel (im2col + BLAS); its perform (the same im2col + "
+    "numpy.matmul) runs only where the rewrite is off (FAST_COMPILE, "
+    "optimizer_excluding=conv_gemm, or without opgraph-optimizers)"
+)
+_ABSTRACT_CONV_OPS = [
+    AbstractConv,
+    AbstractConv_gradWeights,
+    AbstractConv_gradInputs,
+    AbstractConv2d,
+    AbstractConv2d_gradWeights,
+    AbstractConv2d_gradInputs,
+    AbstractConv3d,
+    AbstractConv3d_gradWeights,
+    AbstractConv3d_gradInputs,
+    ConvOp,
+]
 
 _LAPACK_OPS = [
     *(getattr(nlinalg, name) for name in ("MatrixInverse", "MatrixPinv", "Det", "Eig", "Eigh")),
@@ -149,6 +183,23 @@ REASONS: dict[type, str] = {
     IRFFTOp: _ONE_CALL.format("numpy.fft.irfftn (pocketfft)"),
     SparseBlockGemv: _ONE_CALL.format("numpy.einsum per example over the selected blocks"),
     SparseBlockOuter: _ONE_CALL.format("numpy.einsum and numpy.add.at over the blocks"),
+    **dict.fromkeys(_ABSTRACT_CONV_OPS, _ABSTRACT_CONV),
+    ConvShapeCheck: (
+        "a view of its input and a comparison of its shape with the shape the user gave "
+        "conv2d/conv3d (a tuple compare per call)"
+    ),
+    DiagonalSubtensor: _ONE_CALL.format("a strided view (numpy.lib.stride_tricks)"),
+    IncDiagonalSubtensor: _ONE_CALL.format("an add through a strided view, on a copy"),
+    Images2Neibs: _ONE_CALL.format("one fancy-index gather of every patch (all modes)"),
+    Images2NeibsGrad: (
+        "one strided add per position inside the patch over all patches at once (a NumPy "
+        "loop in C each); a few calls for the usual 2x2 to 5x5 patches"
+    ),
+    MaxPoolRop: (
+        "Theano's first-maximum R-operator of max pooling, kept for its API: Pool.R_op "
+        "builds DownsampleFactorMaxGradGrad, which has a C kernel; this perform is one "
+        "NumPy pass per window offset"
+    ),
     ConnectionistTemporalClassification: (
         "a forward-backward recursion over time, each step vectorised over the batch and "
         "the label states in NumPy (Theano called the external warp-ctc library); a C loop "

@@ -5,6 +5,12 @@
 protects outputs from aliasing (:func:`~opgraph.compile.ops.insert_deepcopy`) and asks the
 mode's linker for a VM. :class:`Function` feeds the VM: it converts each argument through
 its input's Type, runs the VM (which applies the updates), and returns the outputs.
+
+Calls are safe under threads and ``fork`` (see "Threads and processes" in the README): one
+call of a function at a time, the update locks of the shared variables it updates held for
+the whole call (:func:`~opgraph.compile.sharedvalue.update_lock`), and every such lock
+re-initialised in a child forked while another thread held it. An argument the graph
+overwrites in place is copied first when it shares memory with another input.
 """
 
 from __future__ import annotations
@@ -12,16 +18,21 @@ from __future__ import annotations
 import contextlib
 import copy as _copy
 import gc
+import os
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+import numpy as np
 
 from opgraph.compile.io import In, SymbolicInput, SymbolicOutput
 from opgraph.compile.mode import Mode, compiling_with, get_mode
 from opgraph.compile.ops import alias_root, insert_deepcopy
 from opgraph.compile.profiling import ProfileStats
+from opgraph.compile.sharedvalue import update_lock
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Variable
 from opgraph.graph.clone import clone_get_equiv
@@ -32,7 +43,7 @@ from opgraph.graph.fg import FunctionGraph
 from opgraph.graph.traversal import ancestors
 from opgraph.link.basic import Container
 from opgraph.link.utils import describe_value
-from opgraph.link.vm import VM, CallPlan
+from opgraph.link.vm import VM, CallPlan, hold_all, release_all
 from opgraph.rewriting.provenance import rewrite_report
 
 __all__ = [
@@ -86,7 +97,9 @@ class Function:
     (backend-c's does), calls go through it: it does the common call (one positional
     argument per input) in C and hands anything else to the Python path. Calls of one
     function from several threads run one after the other; a function calling itself
-    raises RuntimeError.
+    raises RuntimeError. A call holds the update locks of the shared variables it updates
+    (in a fixed order), so updates by several functions are never lost; an argument the
+    graph overwrites in place that shares memory with another input is copied first.
 
     Attributes
     ----------
@@ -118,6 +131,7 @@ class Function:
         self._trust_input = False
         self._lock = threading.Lock()
         self._owner: int | None = None
+        _LIVE_FUNCTIONS.add(self)
         self.input_storage = [
             d if d is not None and d.storage is cell else Container(spec.variable, cell)
             for spec, cell, d in zip(maker.inputs, input_cells, defaults)
@@ -144,6 +158,14 @@ class Function:
         self._output_keys = maker.output_keys
         # A VM without updates is run directly (skipping VM.__call__'s update step).
         self._run = fn.run if isinstance(fn, VM) and not fn.updates else fn
+        self._update_locks = _update_locks_of(maker.inputs, defaults)
+        # A VM holds them while it runs and updates; for anything else the call does.
+        self._call_locks: list[Any] = []
+        if isinstance(fn, VM):
+            fn.update_locks = self._update_locks
+        else:
+            self._call_locks = self._update_locks
+        self._unalias = _alias_check(maker, [c.storage for c in self.input_storage])
         # f[name] / f[variable]: an input's default (or shared) container.
         holders = [d or c for d, c in zip(defaults, self.input_storage)]
         self._finder: dict[Any, Container] = {s.variable: c for s, c in zip(maker.inputs, holders)}
@@ -163,6 +185,12 @@ class Function:
                     label=self._label(),
                 )
             )
+            if self._update_locks or self._unalias is not None:
+                guard = getattr(self._caller, "guard", None)
+                if guard is None:  # a compiled caller that cannot take them: the Python path
+                    self._caller = None
+                else:
+                    guard(self._update_locks, self._unalias)
         self.profile = maker.profile
 
     # ------------------------------------------------------------------ settings
@@ -227,9 +255,14 @@ class Function:
         n = len(args)
         if n > len(self._slots):
             raise self._arity_error(n)
+        locks = self._call_locks
+        if locks:
+            hold_all(locks)
         try:
             try:
                 self._store(args, kwargs)
+                if self._unalias is not None:
+                    self._unalias()
                 if profile is not None:
                     t1 = time.perf_counter()
                     self._run()
@@ -249,6 +282,9 @@ class Function:
             for cell in self._clear_out:
                 cell[0] = None
             raise
+        finally:
+            if locks:
+                release_all(locks)
         for cell in self._clear_out:
             cell[0] = None
         if profile is not None:
@@ -362,7 +398,9 @@ class Function:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """Set the default (or shared) value of an input, by name or variable."""
-        self._container(key).value = value
+        container = self._container(key)
+        with update_lock(container):
+            container.value = value
 
     def _container(self, key: Any) -> Container:
         try:
@@ -480,6 +518,75 @@ class Function:
 
     def __repr__(self) -> str:
         return f"<opgraph Function {self.name or ''}>".replace(" >", ">")
+
+
+#: Every live Function, for :func:`_reinit_call_locks_in_child`.
+_LIVE_FUNCTIONS: weakref.WeakSet[Function] = weakref.WeakSet()
+
+
+def _reinit_call_locks_in_child() -> None:
+    """After ``fork``, in the child: a function another thread was calling is free again
+    (that thread does not exist here); a call of the forking thread itself goes on."""
+    me = threading.get_ident()
+    for f in list(_LIVE_FUNCTIONS):
+        if f._owner != me:
+            f._lock = threading.Lock()
+            f._owner = None
+
+
+os.register_at_fork(after_in_child=_reinit_call_locks_in_child)
+
+
+def _update_locks_of(specs: Sequence[SymbolicInput], defaults: list[Any]) -> list[Any]:
+    """The update locks of the containers the function writes updates into, in ``id``
+    order (the one order every function takes them in: no deadlock)."""
+    locks = {}
+    for spec, default in zip(specs, defaults):
+        if spec.update is not None and isinstance(default, Container):
+            lock = update_lock(default)
+            locks[id(lock)] = lock
+    return [locks[k] for k in sorted(locks)]
+
+
+def _alias_check(maker: FunctionMaker, cells: list[list[Any]]) -> Callable[[], None] | None:
+    """A check run after the arguments are stored, or None when no input is overwritten in
+    place (decided here, once: other functions pay nothing).
+
+    The check gives each input the graph overwrites (``fgraph.has_destroyers``, only
+    possible for ``mutable`` inputs or graphs built with ``accept_inplace``) its own copy
+    when its value may share memory (``np.may_share_memory`` for two ndarrays, else its
+    Type's ``may_share_memory``) with any other input's: the explicit arguments and the
+    shared variables' values. Without it, an in-place loop reads what it has already
+    overwritten (Theano copied the same way).
+    """
+    fg = maker.fgraph
+    has_destroyers = getattr(fg, "has_destroyers", None)
+    if has_destroyers is None:
+        return None
+    destroyed = [k for k, var in enumerate(fg.inputs) if has_destroyers([var])]
+    if not destroyed:
+        return None
+    checks = [
+        (cells[k], fg.inputs[k].type.may_share_memory, [c for j, c in enumerate(cells) if j != k])
+        for k in destroyed
+    ]
+    ndarray, may_share = np.ndarray, np.may_share_memory
+
+    def unalias() -> None:
+        for cell, share, rest in checks:
+            value = cell[0]
+            if value is None:
+                continue
+            array = type(value) is ndarray
+            for other in rest:
+                o = other[0]
+                if o is None:
+                    continue
+                if may_share(value, o) if array and type(o) is ndarray else share(value, o):
+                    cell[0] = value.copy() if array else _copy.deepcopy(value)
+                    break
+
+    return unalias
 
 
 def _default_of(spec: Any, current: Any) -> Any:

@@ -6,30 +6,39 @@ or a Linker object) with an optimizer (a rewrite query name such as ``"fast_run"
 by name through :func:`get_mode`: ``FAST_RUN``, ``FAST_COMPILE``, ``DEBUG_MODE``,
 ``PROFILE_MODE``, ``NanGuardMode`` and ``Mode`` come from core, and plugins add theirs with
 the ``opgraph_modes`` hook. ``linker="auto"`` picks the installed linker that the plugins
-rank highest (``opgraph_linker_preference``): ``vm`` with core alone.
+rank highest (``opgraph_linker_preference``): ``cvm`` with opgraph-backend-c, ``vm`` with
+core alone (:data:`~opgraph.configdefaults.AUTO_LINKER_MEANING`).
+
+Compiling with the ``fast_run`` rewrites while opgraph-optimizers is not installed warns
+once per process (:class:`OptimizersMissingWarning`): those rewrites come from that package.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import warnings
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from opgraph.configdefaults import config
+from opgraph.configdefaults import AUTO_LINKER_MEANING, config
 from opgraph.link.basic import Linker
 from opgraph.plugins import get_plugin_manager
+from opgraph.plugins.manager import _user_stacklevel
 from opgraph.rewriting import PREDEFINED_OPTIMIZERS, RewriteDatabaseQuery, get_optdb
 
 __all__ = [
+    "AUTO_LINKER_MEANING",
     "FAST_COMPILE",
     "FAST_RUN",
     "PROFILE_MODE",
     "Mode",
+    "OptimizersMissingWarning",
     "compiling_mode",
     "compiling_profiled",
     "compiling_with",
+    "describe_linker",
     "get_default_mode",
     "get_mode",
     "register_mode",
@@ -83,6 +92,61 @@ def resolve_linker(spec: str | Linker | None) -> Linker:
     if nogc:
         linker.allow_gc = False
     return linker
+
+
+def describe_linker(spec: str = "auto") -> str:
+    """``'auto -> cvm (CLinker)'``: a linker name and what it resolves to here (the name
+    alone for a name that is not ``auto``). ``python -m opgraph plugins`` and a Mode's
+    repr say ``linker=auto`` this way; :data:`AUTO_LINKER_MEANING` says what it means."""
+    if spec != "auto":
+        return spec
+    try:
+        name = get_plugin_manager().best_linker()
+        return f"auto -> {name} ({type(resolve_linker(name)).__name__})"
+    except Exception as exc:  # printing must not fail: say why auto has no answer
+        return f"auto -> none ({str(exc).splitlines()[0]})"
+
+
+class OptimizersMissingWarning(UserWarning):
+    """FAST_RUN (any mode running the ``fast_run`` rewrites) compiled a function while
+    opgraph-optimizers, which provides those rewrites, is not installed."""
+
+
+#: What FAST_RUN loses without opgraph-optimizers (the warning names it).
+MISSING_OPTIMIZERS_MESSAGE = (
+    "FAST_RUN (a mode running the fast_run rewrites) compiled this function without "
+    "opgraph-optimizers, which provides those rewrites: it is not installed (or failed to "
+    "load: see `python -m opgraph plugins`). Lost: stabilization (such as "
+    "log(1 + exp(x)) -> softplus(x); without it a cross-entropy cost can come out nan or "
+    "inf), elementwise fusion, BLAS (dot -> gemm/gemv), in-place operations and the "
+    "convolution GEMM rewrites. The function still runs, unstabilized and slower.\n"
+    "HINT: pip install opgraph-optimizers (this warning is shown once per process)."
+)
+_optimizers_warned = False
+
+
+def optimizers_installed() -> bool:
+    """Whether the opgraph-optimizers plugin is loaded (it provides FAST_RUN's rewrites)."""
+    return any(
+        info.status == "loaded"
+        and (
+            info.distribution == "opgraph-optimizers"
+            or (info.module or "").startswith("opgraph_optimizers")
+        )
+        for info in get_plugin_manager().plugin_infos()
+    )
+
+
+def _warn_if_optimizers_missing(query: RewriteDatabaseQuery) -> None:
+    """Warn once per process when ``query`` runs the fast_run rewrites without
+    opgraph-optimizers (:data:`MISSING_OPTIMIZERS_MESSAGE`)."""
+    global _optimizers_warned
+    if _optimizers_warned or "fast_run" not in query.include or optimizers_installed():
+        return
+    _optimizers_warned = True
+    warnings.warn(
+        MISSING_OPTIMIZERS_MESSAGE, OptimizersMissingWarning, stacklevel=_user_stacklevel()
+    )
 
 
 def resolve_optimizer(spec: Any) -> Any:
@@ -161,6 +225,7 @@ class Mode:
         if isinstance(opt, RewriteDatabaseQuery):
             if not opt.include and not opt.extra_rewrites:
                 return None  # optimizer=None: selects nothing, so skip the walk
+            _warn_if_optimizers_missing(opt)
             return get_optdb().query(opt)
         return opt
 
@@ -222,10 +287,9 @@ class Mode:
     # --- printing and pickling
 
     def __str__(self) -> str:
-        return (
-            f"{type(self).__name__}(linker={self.provided_linker}, "
-            f"optimizer={self.provided_optimizer})"
-        )
+        linker = self.provided_linker
+        shown = describe_linker(linker) if linker == "auto" else linker
+        return f"{type(self).__name__}(linker={shown}, optimizer={self.provided_optimizer})"
 
     def __repr__(self) -> str:
         return str(self)

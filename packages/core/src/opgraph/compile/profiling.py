@@ -84,8 +84,10 @@ class ProfileStats:
         for i, (node, thunk) in enumerate(zip(order, thunks)):
             self.apply_index[node] = i
             kernel = getattr(thunk, "kernel", None)
-            if kernel is not None:  # perform on purpose (RunsPerform) shows as Py, unmarked
-                ran_perform = isinstance(kernel.impl, RunsPerform)
+            if kernel is not None:  # perform on purpose shows as Py, unmarked
+                ran_perform = isinstance(kernel.impl, RunsPerform) or getattr(
+                    thunk, "runs_perform", False
+                )
                 self.apply_impl[node] = "Py" if ran_perform else str(kernel.backend)
                 self.kernel_backend = str(kernel.backend)
             else:

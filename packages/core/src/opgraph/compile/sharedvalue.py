@@ -4,11 +4,20 @@
 hook, for a SharedVariable of the right kind (the tensor library for ndarrays and numbers,
 opgraph-sparse for scipy.sparse matrices, a GPU plugin for device arrays). Core's own
 constructors are asked last.
+
+Every function that updates a shared variable holds the variable's :func:`update_lock`
+from reading it to writing its new value, and :meth:`SharedVariable.set_value` takes it
+too: updates of one variable by several functions (and their copies) in several threads
+are never lost. The locks are re-initialised in a child forked while another thread held
+one.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +32,43 @@ __all__ = [
     "generic_shared_constructor",
     "shared",
     "shared_constructor",
+    "update_lock",
 ]
+
+# One reentrant lock per shared Container (a function updating a variable may call, from
+# one of its nodes, another function updating it in the same thread).
+_UPDATE_LOCKS: weakref.WeakKeyDictionary[Container, Any] = weakref.WeakKeyDictionary()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def update_lock(container: Container) -> Any:
+    """The lock (a ``threading.RLock``) that guards updates of the value in ``container``.
+
+    A function holds the locks of the shared variables it updates for the whole call,
+    taking them in the order of their ``id`` (so two functions updating overlapping sets
+    cannot deadlock); ``set_value`` holds it while storing.
+    """
+    lock = _UPDATE_LOCKS.get(container)
+    if lock is None:
+        with _REGISTRY_LOCK:
+            lock = _UPDATE_LOCKS.get(container)
+            if lock is None:
+                lock = _UPDATE_LOCKS[container] = threading.RLock()
+    return lock
+
+
+def _reinit_update_locks_in_child() -> None:
+    """After ``fork``, in the child: only the forking thread exists, so a lock another
+    thread held is free again (the one the forking thread holds stays held: its call goes
+    on in the child)."""
+    global _REGISTRY_LOCK
+    _REGISTRY_LOCK = threading.Lock()
+    for lock in list(_UPDATE_LOCKS.values()):
+        if not lock._is_owned():
+            lock._at_fork_reinit()
+
+
+os.register_at_fork(after_in_child=_reinit_update_locks_in_child)
 
 
 class SharedVariable(Variable):
@@ -106,7 +151,8 @@ class SharedVariable(Variable):
         """
         try:
             value = new_value if borrow else copy.deepcopy(new_value)
-            self.container.value = value
+            with update_lock(self.container):
+                self.container.value = value
         except (TypeError, ValueError) as exc:
             cls = type(exc) if type(exc) in (TypeError, ValueError) else TypeError
             raise cls(
@@ -118,7 +164,8 @@ class SharedVariable(Variable):
 
     def zero(self, borrow: bool = False) -> None:
         """Set the value to zeros of the same shape and dtype (array-like values)."""
-        self.container.value = self.container.value * 0
+        with update_lock(self.container):
+            self.container.value = self.container.value * 0
 
     def clone(self, name: str | None = None) -> SharedVariable:
         """A new SharedVariable of the same type sharing this one's container (and value)."""

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.configdefaults import config
+from opgraph.graph.pickling import reduce_graph_node
 from opgraph.graph.utils import Scratchpad, add_tag_trace
 from opgraph.plugins import get_plugin_manager
 
@@ -137,6 +138,11 @@ class Variable(Node):
             state.pop("owner", None)
             state.pop("clients", None)
         return state
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A deep graph is written as a flat list, so that pickle and deepcopy do not recurse
+        # along it (see opgraph.graph.pickling); the state is still __getstate__'s.
+        return reduce_graph_node(self, protocol)
 
     def __copy__(self) -> Variable:
         cp = object.__new__(type(self))
@@ -396,6 +402,9 @@ class Apply(Node):
             state.pop("inputs", None)
             state.pop("outputs", None)
         return state
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return reduce_graph_node(self, protocol, is_apply=True)  # flat, as Variable's
 
     def __copy__(self) -> Apply:
         cp = object.__new__(type(self))

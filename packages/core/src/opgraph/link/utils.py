@@ -62,10 +62,10 @@ def node_error_details(
 ) -> str:
     """The lines Theano adds to an error raised while running ``node``.
 
-    ``Apply node that caused the error``, ``Toposort index``, the inputs' types, shapes,
-    strides and (small) values, the outputs' clients, the user's line that built the node,
-    and a ``HINT:`` line. With ``verbosity='high'`` the full creation trace and a
-    debugprint of the node are added.
+    The user's line that built the node first (right after the error's own message), then
+    Theano's ``Apply node that caused the error``, ``Toposort index``, the inputs' types,
+    shapes, strides and (small) values, the outputs' clients, and a ``HINT:`` line. With
+    ``verbosity='high'`` the full creation trace and a debugprint of the node are added.
     """
     if verbosity is None:
         verbosity = config.exception_verbosity
@@ -80,7 +80,9 @@ def node_error_details(
     for var in node.outputs:
         per = getattr(var, "clients", None) or []
         clients.append([c for c, _ in per])
-    lines = [
+    trace = node_trace(node)
+    lines = _creation_lines(node, trace)
+    lines += [
         f"Apply node that caused the error: {node}",
         f"Toposort index: {index if index is not None else 'unknown'}",
         f"Inputs types: {[v.type for v in node.inputs]}",
@@ -89,20 +91,6 @@ def node_error_details(
         f"Inputs values: {[_small(v) for v in input_values]}",
         f"Outputs clients: {clients}",
     ]
-    trace = node_trace(node)
-    where = first_user_line(trace) or (
-        "(no creation trace recorded; set OPGRAPH_FLAGS=traceback__limit=8)"
-    )
-    lines.append(f"The node was created at: {where}")
-    fused = getattr(node.tag, "fused_from", None)
-    if fused:
-        lines.append("It fuses the nodes created at:")
-        seen = {where}
-        for op_text, op_trace in fused:
-            line = first_user_line(op_trace)
-            if line and line not in seen:
-                seen.add(line)
-                lines.append(f"  {op_text}: {line}")
     if verbosity == "high":
         lines.append("Backtrace when the node was created:")
         lines.append(format_trace(trace))
@@ -118,6 +106,25 @@ def node_error_details(
             "rewrites."
         )
     return "\n".join(lines)
+
+
+def _creation_lines(node: Apply, trace: Sequence[tuple[str, int, str]]) -> list[str]:
+    """``The node was created at: <the user's line>`` (and, for a fused node, the lines of
+    the nodes it fuses): the first lines of the report, right after the error itself."""
+    where = first_user_line(trace) or (
+        "(no creation trace recorded; set OPGRAPH_FLAGS=traceback__limit=8)"
+    )
+    lines = [f"The node was created at: {where}"]
+    fused = getattr(node.tag, "fused_from", None)
+    if fused:
+        lines.append("It fuses the nodes created at:")
+        seen = {where}
+        for op_text, op_trace in fused:
+            line = first_user_line(op_trace)
+            if line and line not in seen:
+                seen.add(line)
+                lines.append(f"  {op_text}: {line}")
+    return lines
 
 
 def _debugprint(node: Apply) -> str:
@@ -149,6 +156,40 @@ def augment_exception(exc: BaseException, text: str) -> BaseException:
     return new
 
 
+def _allocation_error(exc: MemoryError, node: Apply, details: str) -> MemoryError:
+    """A MemoryError whose message says which node could not allocate how much, then
+    ``details`` (from the user's line that built the node on).
+
+    NumPy's own error (``Unable to allocate 72.8 TiB for an array with shape ...``) names
+    neither the node nor the line, and cannot be rebuilt from a message; a bare MemoryError
+    (a C extension's failed malloc) does not even say the size. The new error carries
+    ``shape``, ``dtype`` and ``nbytes`` (None when unknown); the original is its cause.
+    """
+    shape, dtype, nbytes = getattr(exc, "shape", None), getattr(exc, "dtype", None), None
+    try:
+        shape, dtype = tuple(int(d) for d in shape), np.dtype(dtype.str)  # type: ignore[union-attr]
+        nbytes = dtype.itemsize
+        for d in shape:
+            nbytes *= d
+    except (TypeError, AttributeError):  # no shape or dtype: not NumPy's error
+        shape = dtype = None
+    if nbytes is None:
+        what = "memory (the requested size is unknown: the allocation was not NumPy's)"
+        if str(exc):
+            what += f": {exc}"
+    else:
+        size, unit = float(nbytes), "bytes"
+        for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+            if size < 1024 or unit == "EiB":
+                break
+            size /= 1024
+        amount = f"{nbytes} bytes" if unit == "bytes" else f"{size:.1f} {unit} ({nbytes:,} bytes)"
+        what = f"{amount} for an array of shape {shape} and dtype {dtype}"
+    new = MemoryError(f"out of memory in {node}: cannot allocate {what}\n{details}")
+    new.shape, new.dtype, new.nbytes = shape, dtype, nbytes  # type: ignore[attr-defined]
+    return new
+
+
 def raise_with_op(
     fgraph: Any,
     node: Apply,
@@ -173,7 +214,11 @@ def raise_with_op(
         values = [cell[0] for cell in thunk.inputs]
     elif storage_map is not None:
         values = [storage_map[v][0] if v in storage_map else None for v in node.inputs]
-    new = augment_exception(exc, node_error_details(fgraph, node, values, index=index))
+    details = node_error_details(fgraph, node, values, index=index)
+    if isinstance(exc, MemoryError):
+        new = _allocation_error(exc, node, details)
+    else:
+        new = augment_exception(exc, details)
     new.__op_instance__ = node  # type: ignore[attr-defined]
     new.__applynode_index__ = index  # type: ignore[attr-defined]
     new.__thunk_trace__ = node_trace(node)  # type: ignore[attr-defined]

@@ -9,7 +9,10 @@
 
 Both apply the function's updates after every output and update value is computed, and
 atomically: each new value is checked against its shared variable's Type first, and if any
-node or any check fails, no shared variable changes.
+node or any check fails, no shared variable changes. A VM given ``update_locks`` (its
+Function gives it the locks of the shared variables it updates) holds them from the start
+of the run to the last update written, so concurrent updates by other functions are not
+lost.
 """
 
 from __future__ import annotations
@@ -24,7 +27,17 @@ from opgraph.graph.op import Thunk
 from opgraph.graph.utils import MethodNotDefined
 from opgraph.link.utils import raise_with_op
 
-__all__ = ["VM", "CallPlan", "Caller", "Loop", "Stack", "build_vm", "gc_plan"]
+__all__ = [
+    "VM",
+    "CallPlan",
+    "Caller",
+    "Loop",
+    "Stack",
+    "build_vm",
+    "gc_plan",
+    "hold_all",
+    "release_all",
+]
 
 #: ``callback(node=..., thunk=..., storage_map=..., compute_map=...)`` after each node.
 Callback = Callable[..., None]
@@ -67,6 +80,26 @@ class CallPlan:
     label: str
 
 
+def hold_all(locks: Sequence[Any]) -> None:
+    """Acquire ``locks`` in their order (the caller keeps one global order: no deadlock);
+    if waiting is interrupted, the ones already taken are released before re-raising."""
+    taken = 0
+    try:
+        for lock in locks:
+            lock.acquire()
+            taken += 1
+    except BaseException:
+        for lock in reversed(locks[:taken]):
+            lock.release()
+        raise
+
+
+def release_all(locks: Sequence[Any]) -> None:
+    """Release ``locks`` (taken by :func:`hold_all`), the last taken first."""
+    for lock in reversed(locks):
+        lock.release()
+
+
 def gc_plan(order: Sequence[Apply], keep: Sequence[Variable]) -> list[list[Variable]]:
     """For each node of ``order``, the variables to free right after it ran.
 
@@ -101,6 +134,9 @@ class VM:
         timing is on. :meth:`update_profile` moves them into a ProfileStats.
     need_update_inputs
         False: this VM writes the updates itself.
+    update_locks
+        Locks held while a call runs and writes its updates (see :func:`hold_all`); the
+        Function sets them, in its order.
 
     Notes
     -----
@@ -109,6 +145,7 @@ class VM:
     """
 
     need_update_inputs = False
+    update_locks: Sequence[Any] = ()
 
     def __init__(
         self,
@@ -176,15 +213,22 @@ class VM:
                 out_cell[0] = None  # no Op may later write into the shared value
 
     def __call__(self, n_calls: int = 1) -> None:
-        if n_calls == 1:
-            self.run()
-            if self.updates:
-                self.apply_updates()
-            return
-        for _ in range(n_calls):
-            self.run()
-            if self.updates:
-                self.apply_updates()
+        locks = self.update_locks
+        if locks:
+            hold_all(locks)
+        try:
+            if n_calls == 1:
+                self.run()
+                if self.updates:
+                    self.apply_updates()
+                return
+            for _ in range(n_calls):
+                self.run()
+                if self.updates:
+                    self.apply_updates()
+        finally:
+            if locks:
+                release_all(locks)
 
     def make_caller(self, plan: CallPlan) -> Caller | None:
         """The whole of ``Function.__call__`` in compiled code, or None: no such path.

@@ -705,6 +705,16 @@ def out2in(
     return walker
 
 
+def walk_one(rewriter: NodeRewriter, name: str | None = None) -> WalkingGraphRewriter:
+    """``in2out(rewriter)`` for a container that runs a node rewriter as a graph rewriter
+    (a sequence, a database's final or cleanup step): it reports ``rewriter``'s own
+    location, so ``rewrite_report()`` points at the rewrite's source line, not at the line
+    that queried the database."""
+    walker = in2out(rewriter, name=name)
+    walker.location = rewriter.location
+    return walker
+
+
 class EquilibriumGraphRewriter(_NodeWalkerBase):
     """Apply rewriters until none applies any more (a fixed point), with a work bound.
 
@@ -896,7 +906,7 @@ class SequentialGraphRewriter(GraphRewriter):
         items: list[GraphRewriter] = []
         for rw in rewriters:
             if isinstance(rw, NodeRewriter):
-                rw = in2out(rw, name=str(rw))
+                rw = walk_one(rw, name=str(rw))
             if not isinstance(rw, GraphRewriter):
                 raise TypeError(f"SequentialGraphRewriter got {rw!r}, which is not a rewriter")
             items.append(rw)

@@ -27,7 +27,7 @@ from opgraph.rewriting.basic import (
     Rewriter,
     SequentialGraphRewriter,
     WalkingGraphRewriter,
-    in2out,
+    walk_one,
 )
 
 __all__ = [
@@ -483,7 +483,7 @@ class EquilibriumDB(RewriteDatabase):
             if isinstance(rw, NodeRewriter) and (
                 entry.options.get("final_rewriter") or entry.options.get("cleanup")
             ):
-                rw = in2out(rw, name=entry.name)
+                rw = walk_one(rw, name=entry.name)
             if entry.options.get("final_rewriter"):
                 final.append(rw)
             elif entry.options.get("cleanup"):

@@ -795,7 +795,10 @@ class Composite(ScalarOp):
             for j, o in enumerate(node.outputs):
                 pos[o] = ("n", n, j)
             key.append((node.op, tuple(ins)))
+        # The inputs' types too: the same graph over float32 and over float64 inputs computes
+        # in different precisions (Theano compared the generated C code, which names them).
         return (
+            tuple(v.type for v in self.inputs),
             tuple(key),
             tuple(
                 pos.get(o, ("c", o.signature() if isinstance(o, Constant) else id(o)))

@@ -18,6 +18,7 @@ from opgraph.tensor import (
     raw_random,
     shared_randomstreams,
     sharedvar,
+    signal,
     slinalg,
     utils,
     xlogx,

@@ -29,7 +29,7 @@ from opgraph.scalar.type import get_scalar_type, upcast
 from opgraph.tensor.basic import as_tensor_variable as _as_tensor
 from opgraph.tensor.type import TensorType
 
-__all__ = ["CAReduce", "DimShuffle", "Elemwise", "Sum"]
+__all__ = ["CAReduce", "DimShuffle", "Elemwise", "Sum", "broadcast_error"]
 
 #: The tensor math namespace gradients are built with (see :func:`set_math_namespace`).
 m: typing.Any = None
@@ -156,6 +156,49 @@ def _output_type(dtype: str, broadcastable: tuple[bool, ...]) -> TensorType:
     return t
 
 
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 4] + " ..."
+
+
+def _input_label(var: Variable) -> str:
+    """How an error names an input: its name, else a short printed form (``exp(x)``)."""
+    if var.name:
+        return var.name
+    try:
+        from opgraph.printing.pprint import pprint
+
+        return _short(str(pprint(var)), 40)
+    except Exception:  # printing must never hide the real error
+        return str(var)
+
+
+def broadcast_error(
+    node: Apply, values: Sequence[typing.Any], dim: int, first: int, k: int
+) -> ValueError:
+    """The error for inputs ``first`` and ``k`` of the Elemwise ``node`` whose lengths differ
+    in dimension ``dim``, where neither type declares it broadcastable.
+
+    It names both inputs and their shapes in its first line (``Elemwise{add,no_inplace}: x
+    has shape (3,), y has shape (4,): they cannot broadcast ...``); the function's error
+    report puts the line that created the node right after it. ``Elemwise.perform`` and
+    backend-c's elementwise thunk raise it alike.
+    """
+    a, b = node.inputs[first], node.inputs[k]
+    sa, sb = tuple(np.shape(values[first])), tuple(np.shape(values[k]))
+    na, nb = sa[dim], sb[dim]
+    label_a, label_b = _input_label(a), _input_label(b)
+    if label_a == label_b:
+        label_a, label_b = f"input {first} ({label_a})", f"input {k} ({label_b})"
+    why = f"Input dimension mis-match in dimension {dim}: {na} vs {nb}"
+    if 1 in (na, nb):
+        one = label_a if na == 1 else label_b
+        why += f"; {one}'s type does not declare dimension {dim} broadcastable"
+    return ValueError(
+        f"{_short(str(node.op), 60)}: {label_a} has shape {sa}, {label_b} has shape {sb}: "
+        f"they cannot broadcast ({why})"
+    )
+
+
 class Elemwise(Op):
     """Apply a scalar op element by element, broadcasting by the inputs' types.
 
@@ -240,10 +283,7 @@ class Elemwise(Op):
                 if size is None:
                     size, first = n, k
                 elif n != size:
-                    raise ValueError(
-                        f"Input dimension mis-match. (input[{first}].shape[{dim}] = {size}, "
-                        f"input[{k}].shape[{dim}] = {n})"
-                    )
+                    raise broadcast_error(node, inputs, dim, first, k)
 
     def perform(
         self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]

@@ -10,6 +10,11 @@ Loaded automatically (entry point ``pytest11``) where opgraph-core is installed:
   ``nonfinite`` (the test feeds NaN or inf on purpose: ``DEBUG_MODE``'s finite check, which
   would report them, is off while it runs, so whole suites can run under
   ``OPGRAPH_FLAGS=mode=DEBUG_MODE``).
+
+The kit's base classes (:mod:`opgraph.testing.suites`) build on these: ``OpSuite`` and
+``LinkerSuite`` take their random values from ``rng``, and ``OpSuite`` parametrizes its
+tests itself over the cases and over the installed linkers and the modes of
+``opgraph.testing.CHECK_MODES`` (test ids such as ``case0-float64_3x4-linker=py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ of a value that already has the result's type is that value. ``fill(x, v)`` beco
 shape (which the shape feature often knows without computing ``x``). Reshapes and
 SpecifyShapes to a known shape are removed with the shape feature's knowledge, by
 ``local_remove_known_reshape`` and ``local_remove_known_specify_shape``
-(``opgraph_optimizers.shape_feature``).
+(``opgraph_optimizers.shape_feature``). Indexing a MakeVector with constants picks its inputs
+(``local_subtensor_make_vector``): the shape arguments that the convolution gradients slice
+out of ``x.shape`` become the ``Shape_i`` nodes themselves.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Variable
 from opgraph.rewriting import node_rewriter, pattern_rewriter
 from opgraph.rewriting.pattern import exact_type
-from opgraph.tensor.shape import Reshape, shape_i
+from opgraph.tensor.shape import MakeVector, Reshape, shape_i
 from opgraph.tensor.structure import Alloc, alloc
+from opgraph.tensor.subtensor_basic import Subtensor, get_idx_list
 from opgraph_optimizers.canonicalize.utils import elemwise_inputs, has_one_client
 from opgraph_optimizers.registry import rewrites
 
@@ -27,6 +30,7 @@ __all__ = [
     "local_alloc_alloc",
     "local_fill_to_alloc",
     "local_reshape_reshape",
+    "local_subtensor_make_vector",
     "local_useless_alloc",
 ]
 
@@ -82,3 +86,42 @@ local_alloc_alloc = pattern_rewriter(
 )
 rewrites.specialize("shape_unsafe")(local_alloc_alloc)
 rewrites.canonicalize("shape_unsafe")(local_alloc_alloc)
+
+
+def _constant_index(entry: Any) -> int | None:
+    """The Python int behind an index entry (an int or a constant scalar), else None."""
+    if entry is None or isinstance(entry, int):
+        return entry
+    data = getattr(entry, "data", None)
+    if data is None:
+        return None
+    return int(data)
+
+
+@rewrites.canonicalize
+@rewrites.specialize
+@node_rewriter([Subtensor])
+def local_subtensor_make_vector(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``MakeVector(a, b, c)[1] -> b``; ``MakeVector(a, b, c)[1:] -> MakeVector(b, c)``.
+
+    Only constant indices and slice bounds; the picked inputs already have the vector's
+    dtype (MakeVector converts them), so the result's type is the Subtensor's.
+    """
+    vec = node.inputs[0]
+    if vec.owner is None or not isinstance(vec.owner.op, MakeVector):
+        return None
+    (entry,) = get_idx_list(node.inputs, node.op.idx_list)
+    items = vec.owner.inputs
+    if isinstance(entry, slice):
+        bounds = [_constant_index(b) for b in (entry.start, entry.stop, entry.step)]
+        if any(
+            b is None and v is not None
+            for b, v in zip(bounds, (entry.start, entry.stop, entry.step), strict=True)
+        ):
+            return None
+        return [vec.owner.op(*items[slice(*bounds)])]
+    index = _constant_index(entry)
+    if index is None or not -len(items) <= index < len(items):
+        return None
+    picked = items[index]
+    return [picked] if picked.type == node.outputs[0].type else None

@@ -1,0 +1,711 @@
+# cython: language_level=3
+"""The C loops of :mod:`opgraph_c._conv` (im2col, col2im, the depthwise forward loop, the
+unshared kernels, and the direct kernels with their vector sets) and their declarations,
+for float (``_s``) and double (``_d``).
+
+They are plain C over raw pointers, spliced into the extension's C file; the extension's
+docstring explains the layout. All sizes and offsets are in elements.
+"""
+
+
+cdef extern from *:
+    """
+    #include <string.h>
+
+    /* im2col and col2im build for any x86-64 CPU; the loader picks the AVX2 clone where the
+     * CPU has it (the stride-2 copies vectorise there). */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #define OPG_CONV_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+    #else
+    #define OPG_CONV_CLONES
+    #endif
+
+    /* The geometry of one group of one image: C input channels (of the group), the input
+     * D x H x W, the kernel kd x kh x kw, strides, dilations, the pads before each axis and
+     * the output od x oh x ow. A 2-d correlation has D = kd = od = 1. */
+    typedef struct {
+        Py_ssize_t C, D, H, W;
+        Py_ssize_t kd, kh, kw;
+        Py_ssize_t sd, sh, sw;
+        Py_ssize_t dd, dh, dw;
+        Py_ssize_t pd, ph, pw;
+        Py_ssize_t od, oh, ow;
+    } opg_conv_geom;
+
+    /* [*lo, *hi): the j in [0, n) with 0 <= j * step + off < len (step > 0). */
+    static inline void opg_conv_span(Py_ssize_t off, Py_ssize_t step, Py_ssize_t n,
+                                     Py_ssize_t len, Py_ssize_t *lo, Py_ssize_t *hi)
+    {
+        Py_ssize_t a = off >= 0 ? 0 : (step - 1 - off) / step;
+        Py_ssize_t b = len - off <= 0 ? 0 : (len - off + step - 1) / step;
+        if (a > n) a = n;
+        if (b > n) b = n;
+        if (b < a) b = a;
+        *lo = a;
+        *hi = b;
+    }
+
+    /* The input row (offset of its first element in the channel plane) that output row r
+     * (r = z * oh + i) reads with kernel tap (a, p), or -1 when it lies in the padding. */
+    static inline Py_ssize_t opg_conv_row(const opg_conv_geom *g, Py_ssize_t r,
+                                          Py_ssize_t a, Py_ssize_t p)
+    {
+        Py_ssize_t z = r / g->oh, i = r - z * g->oh;
+        Py_ssize_t zz = z * g->sd + a * g->dd - g->pd;
+        Py_ssize_t y = i * g->sh + p * g->dh - g->ph;
+        if (zz < 0 || zz >= g->D || y < 0 || y >= g->H)
+            return -1;
+        return (zz * g->H + y) * g->W;
+    }
+
+    #define OPG_DEFINE_CONV(T, s)                                                        \\
+    /* cols (K x (r1 - r0) * ow, row-major) <- the patches of output rows [r0, r1) of one \\
+     * group's image (g->C channels): im2col. */                                         \\
+    OPG_CONV_CLONES                                                                      \\
+    static void opg_im2col_##s(const opg_conv_geom *g, const T *restrict img,            \\
+                               T *restrict cols, Py_ssize_t r0, Py_ssize_t r1)           \\
+    {                                                                                    \\
+        const Py_ssize_t ow = g->ow, sw = g->sw, plane = g->D * g->H * g->W;             \\
+        T *dst = cols;                                                                   \\
+        for (Py_ssize_t c = 0; c < g->C; c++)                                            \\
+        for (Py_ssize_t a = 0; a < g->kd; a++)                                           \\
+        for (Py_ssize_t p = 0; p < g->kh; p++)                                           \\
+        for (Py_ssize_t q = 0; q < g->kw; q++) {                                         \\
+            const Py_ssize_t x0 = q * g->dw - g->pw;                                     \\
+            Py_ssize_t lo, hi, j;                                                        \\
+            opg_conv_span(x0, sw, ow, g->W, &lo, &hi);                                   \\
+            for (Py_ssize_t r = r0; r < r1; r++, dst += ow) {                            \\
+                const Py_ssize_t row = opg_conv_row(g, r, a, p);                         \\
+                if (row < 0) {                                                           \\
+                    memset(dst, 0, ow * sizeof(T));                                      \\
+                    continue;                                                            \\
+                }                                                                        \\
+                const T *src = img + c * plane + row;                                    \\
+                for (j = 0; j < lo; j++)                                                 \\
+                    dst[j] = 0;                                                          \\
+                if (sw == 1)                                                             \\
+                    memcpy(dst + lo, src + lo + x0, (hi - lo) * sizeof(T));              \\
+                else if (sw == 2) /* a constant step: vectorised with shuffles */        \\
+                    for (j = lo; j < hi; j++)                                            \\
+                        dst[j] = src[2 * j + x0];                                        \\
+                else                                                                     \\
+                    for (j = lo; j < hi; j++)                                            \\
+                        dst[j] = src[j * sw + x0];                                       \\
+                for (j = hi; j < ow; j++)                                                \\
+                    dst[j] = 0;                                                          \\
+            }                                                                            \\
+        }                                                                                \\
+    }                                                                                    \\
+                                                                                         \\
+    /* img += the columns of output rows [r0, r1) put back where im2col took them from   \\
+     * (col2im: taps that read one pixel add up, in the order of the rows of cols). */   \\
+    OPG_CONV_CLONES                                                                      \\
+    static void opg_col2im_##s(const opg_conv_geom *g, const T *restrict cols,           \\
+                               T *restrict img, Py_ssize_t r0, Py_ssize_t r1)            \\
+    {                                                                                    \\
+        const Py_ssize_t ow = g->ow, sw = g->sw, plane = g->D * g->H * g->W;             \\
+        const T *src = cols;                                                             \\
+        for (Py_ssize_t c = 0; c < g->C; c++)                                            \\
+        for (Py_ssize_t a = 0; a < g->kd; a++)                                           \\
+        for (Py_ssize_t p = 0; p < g->kh; p++)                                           \\
+        for (Py_ssize_t q = 0; q < g->kw; q++) {                                         \\
+            const Py_ssize_t x0 = q * g->dw - g->pw;                                     \\
+            Py_ssize_t lo, hi, j;                                                        \\
+            opg_conv_span(x0, sw, ow, g->W, &lo, &hi);                                   \\
+            for (Py_ssize_t r = r0; r < r1; r++, src += ow) {                            \\
+                const Py_ssize_t row = opg_conv_row(g, r, a, p);                         \\
+                if (row < 0)                                                             \\
+                    continue;                                                            \\
+                T *dst = img + c * plane + row;                                          \\
+                if (sw == 1)                                                             \\
+                    for (j = lo; j < hi; j++)                                            \\
+                        dst[j + x0] += src[j];                                           \\
+                else if (sw == 2)                                                        \\
+                    for (j = lo; j < hi; j++)                                            \\
+                        dst[2 * j + x0] += src[j];                                       \\
+                else                                                                     \\
+                    for (j = lo; j < hi; j++)                                            \\
+                        dst[j * sw + x0] += src[j];                                      \\
+            }                                                                            \\
+        }                                                                                \\
+    }                                                                                    \\
+                                                                                         \\
+    /* One input channel per group (depthwise). top (N) = the correlation of one input   \\
+     * plane with one kernel k (kd x kh x kw): a scaled, shifted copy per tap, added up. */ \\
+    static void opg_dw_forward_##s(const opg_conv_geom *g, const T *restrict img,        \\
+                                   const T *restrict k, T *restrict top)                 \\
+    {                                                                                    \\
+        const Py_ssize_t ow = g->ow, sw = g->sw, rows = g->od * g->oh;                   \\
+        memset(top, 0, rows * ow * sizeof(T));                                           \\
+        for (Py_ssize_t a = 0; a < g->kd; a++)                                           \\
+        for (Py_ssize_t p = 0; p < g->kh; p++)                                           \\
+        for (Py_ssize_t q = 0; q < g->kw; q++) {                                         \\
+            const T w = k[(a * g->kh + p) * g->kw + q];                                  \\
+            const Py_ssize_t x0 = q * g->dw - g->pw;                                     \\
+            Py_ssize_t lo, hi, j;                                                        \\
+            opg_conv_span(x0, sw, ow, g->W, &lo, &hi);                                   \\
+            for (Py_ssize_t r = 0; r < rows; r++) {                                      \\
+                const Py_ssize_t row = opg_conv_row(g, r, a, p);                         \\
+                if (row < 0)                                                             \\
+                    continue;                                                            \\
+                const T *src = img + row;                                                \\
+                T *dst = top + r * ow;                                                   \\
+                if (sw == 1)                                                             \\
+                    for (j = lo; j < hi; j++)                                            \\
+                        dst[j] += w * src[j + x0];                                       \\
+                else                                                                     \\
+                    for (j = lo; j < hi; j++)                                            \\
+                        dst[j] += w * src[j * sw + x0];                                  \\
+            }                                                                            \\
+        }                                                                                \\
+    }                                                                                    \\
+                                                                                         \\
+    /* Unshared filters, one group of one image: w is (Og, N, K) (a K-long filter per    \\
+     * output channel and pixel), cols (K, N), top (Og, N). */                           \\
+    static void opg_unshared_forward_##s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,      \\
+                                         const T *restrict w, const T *restrict cols,    \\
+                                         T *restrict top)                                \\
+    {                                                                                    \\
+        for (Py_ssize_t o = 0; o < Og; o++) {                                            \\
+            T *t = top + o * N;                                                          \\
+            memset(t, 0, N * sizeof(T));                                                 \\
+            for (Py_ssize_t k = 0; k < K; k++) {                                         \\
+                const T *wk = w + o * N * K + k, *c = cols + k * N;                      \\
+                for (Py_ssize_t n = 0; n < N; n++)                                       \\
+                    t[n] += wk[n * K] * c[n];                                            \\
+            }                                                                            \\
+        }                                                                                \\
+    }                                                                                    \\
+                                                                                         \\
+    /* dw (Og, N, K) += top (Og, N) times cols (K, N), pixel by pixel. */                \\
+    static void opg_unshared_grad_weights_##s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N, \\
+                                              const T *restrict top,                     \\
+                                              const T *restrict cols, T *restrict dw)    \\
+    {                                                                                    \\
+        for (Py_ssize_t o = 0; o < Og; o++)                                              \\
+            for (Py_ssize_t k = 0; k < K; k++) {                                         \\
+                T *d = dw + o * N * K + k;                                               \\
+                const T *t = top + o * N, *c = cols + k * N;                             \\
+                for (Py_ssize_t n = 0; n < N; n++)                                       \\
+                    d[n * K] += t[n] * c[n];                                             \\
+            }                                                                            \\
+    }                                                                                    \\
+                                                                                         \\
+    /* cols (K, N) = the filters w (Og, N, K) applied back to top (Og, N), per pixel. */ \\
+    static void opg_unshared_grad_inputs_##s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,  \\
+                                             const T *restrict w, const T *restrict top, \\
+                                             T *restrict cols)                           \\
+    {                                                                                    \\
+        memset(cols, 0, K * N * sizeof(T));                                              \\
+        for (Py_ssize_t o = 0; o < Og; o++)                                              \\
+            for (Py_ssize_t k = 0; k < K; k++) {                                         \\
+                const T *wk = w + o * N * K + k, *t = top + o * N;                       \\
+                T *c = cols + k * N;                                                     \\
+                for (Py_ssize_t n = 0; n < N; n++)                                       \\
+                    c[n] += wk[n * K] * t[n];                                            \\
+            }                                                                            \\
+    }
+
+    OPG_DEFINE_CONV(double, d)
+    OPG_DEFINE_CONV(float, s)
+    """
+    ctypedef struct opg_conv_geom:
+        Py_ssize_t C, D, H, W
+        Py_ssize_t kd, kh, kw
+        Py_ssize_t sd, sh, sw
+        Py_ssize_t dd, dh, dw
+        Py_ssize_t pd, ph, pw
+        Py_ssize_t od, oh, ow
+
+    void opg_im2col_s(const opg_conv_geom* g, const float* img, float* cols, Py_ssize_t r0,
+                      Py_ssize_t r1) noexcept nogil
+    void opg_im2col_d(const opg_conv_geom* g, const double* img, double* cols, Py_ssize_t r0,
+                      Py_ssize_t r1) noexcept nogil
+    void opg_col2im_s(const opg_conv_geom* g, const float* cols, float* img, Py_ssize_t r0,
+                      Py_ssize_t r1) noexcept nogil
+    void opg_col2im_d(const opg_conv_geom* g, const double* cols, double* img, Py_ssize_t r0,
+                      Py_ssize_t r1) noexcept nogil
+    void opg_dw_forward_s(const opg_conv_geom* g, const float* img, const float* k,
+                          float* top) noexcept nogil
+    void opg_dw_forward_d(const opg_conv_geom* g, const double* img, const double* k,
+                          double* top) noexcept nogil
+    void opg_unshared_forward_s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N, const float* w,
+                                const float* cols, float* top) noexcept nogil
+    void opg_unshared_forward_d(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N, const double* w,
+                                const double* cols, double* top) noexcept nogil
+    void opg_unshared_grad_weights_s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,
+                                     const float* top, const float* cols,
+                                     float* dw) noexcept nogil
+    void opg_unshared_grad_weights_d(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,
+                                     const double* top, const double* cols,
+                                     double* dw) noexcept nogil
+    void opg_unshared_grad_inputs_s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,
+                                    const float* w, const float* top,
+                                    float* cols) noexcept nogil
+    void opg_unshared_grad_inputs_d(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,
+                                    const double* w, const double* top,
+                                    double* cols) noexcept nogil
+
+cdef extern from *:
+    """
+    /* The direct ("implicit GEMM") kernels: a correlation with unit strides computed from
+     * a zero-padded copy of the image, without columns. With the padded planes
+     * Dp x Hp x Wp flattened, output pixel (z, i, j) sits at n = (z * Hp + i) * Wp + j and
+     * kernel tap (c, a, p, q) reads the padded image at off[k] + n, where
+     * off[k] = c * plane + (a * dd * Hp + p * dh) * Wp + q * dw: each tap is the same image
+     * shifted, so a block of consecutive n is one vector load per tap (the n with j >= ow
+     * are computed and dropped). The weight gradient reads the same taps one pixel at a
+     * time; the input gradient adds each tap's vector back at the same place. */
+    typedef struct {
+        Py_ssize_t C, D, H, W;  /* the image of one group: C planes D x H x W */
+        Py_ssize_t pd, ph, pw;  /* zeros before each axis */
+        Py_ssize_t Dp, Hp, Wp;  /* the padded planes */
+        Py_ssize_t od, oh, ow;  /* the output planes */
+        Py_ssize_t O;           /* output channels (filters of the weight gradient) */
+        Py_ssize_t K, Kp;       /* C * taps; K rounded up to the weight gradient's tile */
+        Py_ssize_t Nf, Nc;      /* flat outputs ((od-1) * Hp + oh-1) * Wp + ow; rounded up */
+        Py_ssize_t ldt;         /* O rounded up to the output-channel tile */
+        Py_ssize_t xlen;        /* elements of the padded copy (C * plane, zeros after) */
+    } opg_ig;
+
+    /* off[k] for the taps (c, a, p, q) of kernel kd x kh x kw dilated by dd, dh, dw; the
+     * Kp - K entries past the end read the image's first element (sums then dropped). */
+    static void opg_ig_offsets(const opg_ig *q, Py_ssize_t kd, Py_ssize_t kh,
+                               Py_ssize_t kw, Py_ssize_t dd, Py_ssize_t dh, Py_ssize_t dw,
+                               Py_ssize_t *off)
+    {
+        Py_ssize_t k = 0, plane = q->Dp * q->Hp * q->Wp;
+        for (Py_ssize_t c = 0; c < q->C; c++)
+        for (Py_ssize_t a = 0; a < kd; a++)
+        for (Py_ssize_t p = 0; p < kh; p++)
+        for (Py_ssize_t r = 0; r < kw; r++)
+            off[k++] = c * plane + (a * dd * q->Hp + p * dh) * q->Wp + r * dw;
+        for (; k < q->Kp; k++)
+            off[k] = 0;
+    }
+
+    /* One vector kernel set: T elements in vectors of BYTES bytes; the forward tile is OB
+     * output channels x NV vectors of pixels, the weight gradient's KB taps x NVO vectors of
+     * filters, the input gradient's KI taps x NV vectors of pixels. ATTR: the target the
+     * functions are compiled for. */
+    #define OPG_DEFINE_IG(T, s, isa, ATTR, BYTES, OB, NV, KB, NVO, KI)                   \\
+    typedef T opg_v_##s##_##isa __attribute__((vector_size(BYTES), aligned(sizeof(T)))); \\
+                                                                                         \\
+    /* scr (ldt x Nc) <- the flat outputs of one group: x the padded copy, wpk the       \\
+     * filters packed by opg_ig_pack (ldt / OB blocks of K x OB). Bands of pixels keep   \\
+     * the part of x that a band reads in the cache while each filter block passes. */   \\
+    ATTR static void opg_ig_fwd_##s##_##isa(const opg_ig *q,                             \\
+                                            const Py_ssize_t *restrict off,              \\
+                                            const T *restrict x, const T *restrict wpk,  \\
+                                            T *restrict scr)                             \\
+    {                                                                                    \\
+        typedef opg_v_##s##_##isa V;                                                     \\
+        enum { L = BYTES / sizeof(T), STEP = NV * L, BAND = 8 * STEP };                  \\
+        const Py_ssize_t K = q->K, Nc = q->Nc, nob = q->ldt / OB;                        \\
+        for (Py_ssize_t b0 = 0; b0 < Nc; b0 += BAND) {                                   \\
+            const Py_ssize_t b1 = b0 + BAND < Nc ? b0 + BAND : Nc;                       \\
+            for (Py_ssize_t ob = 0; ob < nob; ob++) {                                    \\
+                const T *w = wpk + ob * K * OB;                                          \\
+                for (Py_ssize_t n0 = b0; n0 < b1; n0 += STEP) {                          \\
+                    V acc[OB][NV];                                                       \\
+                    for (int o = 0; o < OB; o++)                                         \\
+                        for (int v = 0; v < NV; v++)                                     \\
+                            acc[o][v] = (V){0};                                          \\
+                    for (Py_ssize_t k = 0; k < K; k++) {                                 \\
+                        const T *xk = x + off[k] + n0, *wk = w + k * OB;                 \\
+                        V xv[NV];                                                        \\
+                        for (int v = 0; v < NV; v++)                                     \\
+                            xv[v] = *(const V *)(xk + v * L);                            \\
+                        for (int o = 0; o < OB; o++)                                     \\
+                            for (int v = 0; v < NV; v++)                                 \\
+                                acc[o][v] += wk[o] * xv[v];                              \\
+                    }                                                                    \\
+                    for (int o = 0; o < OB; o++)                                         \\
+                        for (int v = 0; v < NV; v++)                                     \\
+                            *(V *)(scr + (ob * OB + o) * Nc + n0 + v * L) = acc[o][v];   \\
+                }                                                                        \\
+            }                                                                            \\
+        }                                                                                \\
+    }                                                                                    \\
+                                                                                         \\
+    /* acc (Kp x ldt) += the weight gradient of one group of one image, transposed: x the\\
+     * padded image, tT its top gradient transposed (N x ldt, zeros past O). */          \\
+    ATTR static void opg_ig_gw_##s##_##isa(const opg_ig *q,                              \\
+                                           const Py_ssize_t *restrict off,               \\
+                                           const T *restrict x, const T *restrict tT,    \\
+                                           T *restrict acc)                              \\
+    {                                                                                    \\
+        typedef opg_v_##s##_##isa V;                                                     \\
+        enum { L = BYTES / sizeof(T), OV = NVO * L };                                    \\
+        const Py_ssize_t ldt = q->ldt, ow = q->ow, rows = q->od * q->oh;                 \\
+        for (Py_ssize_t ob = 0; ob < ldt; ob += OV)                                      \\
+        for (Py_ssize_t k0 = 0; k0 < q->Kp; k0 += KB) {                                  \\
+            const Py_ssize_t *ok = off + k0;                                             \\
+            V a[KB][NVO];                                                                \\
+            for (int k = 0; k < KB; k++)                                                 \\
+                for (int v = 0; v < NVO; v++)                                            \\
+                    a[k][v] = *(const V *)(acc + (k0 + k) * ldt + ob + v * L);           \\
+            for (Py_ssize_t r = 0; r < rows; r++) {                                      \\
+                const Py_ssize_t z = r / q->oh, i = r - z * q->oh;                       \\
+                const T *xr = x + (z * q->Hp + i) * q->Wp, *t = tT + r * ow * ldt + ob;  \\
+                for (Py_ssize_t j = 0; j < ow; j++, t += ldt) {                          \\
+                    V tv[NVO];                                                           \\
+                    for (int v = 0; v < NVO; v++)                                        \\
+                        tv[v] = *(const V *)(t + v * L);                                 \\
+                    for (int k = 0; k < KB; k++) {                                       \\
+                        const T xs = xr[ok[k] + j];                                      \\
+                        for (int v = 0; v < NVO; v++)                                    \\
+                            a[k][v] += xs * tv[v];                                       \\
+                    }                                                                    \\
+                }                                                                        \\
+            }                                                                            \\
+            for (int k = 0; k < KB; k++)                                                 \\
+                for (int v = 0; v < NVO; v++)                                            \\
+                    *(V *)(acc + (k0 + k) * ldt + ob + v * L) = a[k][v];                 \\
+        }                                                                                \\
+    }                                                                                    \\
+                                                                                         \\
+    /* x (padded, xlen) += the input gradient of one group of one image: tF its top      \\
+     * gradient in flat form (O x Nc, zeros past each row), wpk the filters packed by    \\
+     * opg_ig_pack_gi (Kp / KI blocks of O x KI). A tile's sums over the filters go      \\
+     * straight to the padded image, tap after tap (the columns are never stored). */    \\
+    ATTR static void opg_ig_gi_##s##_##isa(const opg_ig *q,                              \\
+                                           const Py_ssize_t *restrict off,               \\
+                                           const T *restrict tF, const T *restrict wpk,  \\
+                                           T *restrict x)                                \\
+    {                                                                                    \\
+        typedef opg_v_##s##_##isa V;                                                     \\
+        enum { L = BYTES / sizeof(T), STEP = NV * L };                                   \\
+        const Py_ssize_t O = q->O, Nc = q->Nc;                                           \\
+        for (Py_ssize_t n0 = 0; n0 < Nc; n0 += STEP)                                     \\
+        for (Py_ssize_t k0 = 0; k0 < q->Kp; k0 += KI) {                                  \\
+            const T *w = wpk + k0 * O;                                                   \\
+            V acc[KI][NV];                                                               \\
+            for (int k = 0; k < KI; k++)                                                 \\
+                for (int v = 0; v < NV; v++)                                             \\
+                    acc[k][v] = (V){0};                                                  \\
+            for (Py_ssize_t o = 0; o < O; o++) {                                         \\
+                const T *t = tF + o * Nc + n0, *wo = w + o * KI;                         \\
+                V tv[NV];                                                                \\
+                for (int v = 0; v < NV; v++)                                             \\
+                    tv[v] = *(const V *)(t + v * L);                                     \\
+                for (int k = 0; k < KI; k++)                                             \\
+                    for (int v = 0; v < NV; v++)                                         \\
+                        acc[k][v] += wo[k] * tv[v];                                      \\
+            }                                                                            \\
+            for (int k = 0; k < KI && k0 + k < q->K; k++) {                              \\
+                T *xk = x + off[k0 + k] + n0;                                            \\
+                for (int v = 0; v < NV; v++)                                             \\
+                    *(V *)(xk + v * L) += acc[k][v];                                     \\
+            }                                                                            \\
+        }                                                                                \\
+    }
+
+    /* The loops around the vector kernels (any target): the padded copy, the scatter of the
+     * flat outputs, the transposed top gradient and the packed filters. */
+    #define OPG_DEFINE_IG_LOOPS(T, s)                                                    \\
+                                                                                         \\
+    /* x (xlen) <- the C planes of src (D x H x W) amid zeros (q's pads). */             \\
+    static void opg_ig_pad_##s(const opg_ig *q, const T *restrict src, T *restrict x)    \\
+    {                                                                                    \\
+        const Py_ssize_t W = q->W, Wp = q->Wp, pw = q->pw, tail = Wp - pw - W;           \\
+        T *row = x;                                                                      \\
+        for (Py_ssize_t c = 0; c < q->C; c++)                                            \\
+        for (Py_ssize_t z = -q->pd; z < q->Dp - q->pd; z++)                              \\
+        for (Py_ssize_t i = -q->ph; i < q->Hp - q->ph; i++, row += Wp) {                 \\
+            if (z < 0 || z >= q->D || i < 0 || i >= q->H) {                              \\
+                memset(row, 0, Wp * sizeof(T));                                          \\
+                continue;                                                                \\
+            }                                                                            \\
+            memset(row, 0, pw * sizeof(T));                                              \\
+            memcpy(row + pw, src + ((c * q->D + z) * q->H + i) * W, W * sizeof(T));      \\
+            memset(row + pw + W, 0, tail * sizeof(T));                                   \\
+        }                                                                                \\
+        memset(row, 0, (q->xlen - (row - x)) * sizeof(T));                               \\
+    }                                                                                    \\
+                                                                                         \\
+    /* tF (O x Nc) <- top (O planes od x oh x ow) in flat form, zeros elsewhere. */      \\
+    static void opg_ig_flat_##s(const opg_ig *q, const T *restrict top, T *restrict tF)  \\
+    {                                                                                    \\
+        memset(tF, 0, q->O * q->Nc * sizeof(T));                                         \\
+        for (Py_ssize_t o = 0; o < q->O; o++)                                            \\
+        for (Py_ssize_t z = 0; z < q->od; z++)                                           \\
+        for (Py_ssize_t i = 0; i < q->oh; i++, top += q->ow)                             \\
+            memcpy(tF + o * q->Nc + (z * q->Hp + i) * q->Wp, top, q->ow * sizeof(T));    \\
+    }                                                                                    \\
+                                                                                         \\
+    /* dst (C planes D x H x W) <- the image inside the padded x (opg_ig_pad undone). */ \\
+    static void opg_ig_crop_##s(const opg_ig *q, const T *restrict x, T *restrict dst)   \\
+    {                                                                                    \\
+        const Py_ssize_t plane = q->Dp * q->Hp * q->Wp;                                  \\
+        for (Py_ssize_t c = 0; c < q->C; c++)                                            \\
+        for (Py_ssize_t z = 0; z < q->D; z++)                                            \\
+        for (Py_ssize_t i = 0; i < q->H; i++, dst += q->W) {                             \\
+            const T *row = x + c * plane + ((z + q->pd) * q->Hp + i + q->ph) * q->Wp;    \\
+            memcpy(dst, row + q->pw, q->W * sizeof(T));                                  \\
+        }                                                                                \\
+    }                                                                                    \\
+                                                                                         \\
+    /* out (O planes od x oh x ow) <- the valid part of the flat outputs scr. */         \\
+    static void opg_ig_scatter_##s(const opg_ig *q, const T *restrict scr,               \\
+                                   T *restrict out)                                      \\
+    {                                                                                    \\
+        for (Py_ssize_t o = 0; o < q->O; o++)                                            \\
+        for (Py_ssize_t z = 0; z < q->od; z++)                                           \\
+        for (Py_ssize_t i = 0; i < q->oh; i++, out += q->ow)                             \\
+            memcpy(out, scr + o * q->Nc + (z * q->Hp + i) * q->Wp, q->ow * sizeof(T));   \\
+    }                                                                                    \\
+                                                                                         \\
+    /* tT (N x ldt) <- top (O x N) transposed, zeros in the columns O .. ldt - 1. */     \\
+    static void opg_ig_transpose_##s(const opg_ig *q, const T *restrict top,             \\
+                                     T *restrict tT)                                     \\
+    {                                                                                    \\
+        const Py_ssize_t N = q->od * q->oh * q->ow, ldt = q->ldt;                        \\
+        for (Py_ssize_t n0 = 0; n0 < N; n0 += 32) {                                      \\
+            const Py_ssize_t n1 = n0 + 32 < N ? n0 + 32 : N;                             \\
+            for (Py_ssize_t o = 0; o < q->O; o++)                                        \\
+                for (Py_ssize_t n = n0; n < n1; n++)                                     \\
+                    tT[n * ldt + o] = top[o * N + n];                                    \\
+            for (Py_ssize_t n = n0; n < n1; n++)                                         \\
+                for (Py_ssize_t o = q->O; o < ldt; o++)                                  \\
+                    tT[n * ldt + o] = 0;                                                 \\
+        }                                                                                \\
+    }                                                                                    \\
+                                                                                         \\
+    /* dw (O x K) += acc (Kp x ldt) transposed. */                                       \\
+    static void opg_ig_gw_add_##s(const opg_ig *q, const T *restrict acc,                \\
+                                  T *restrict dw)                                        \\
+    {                                                                                    \\
+        for (Py_ssize_t o = 0; o < q->O; o++)                                            \\
+            for (Py_ssize_t k = 0; k < q->K; k++)                                        \\
+                dw[o * q->K + k] += acc[k * q->ldt + o];                                 \\
+    }                                                                                    \\
+                                                                                         \\
+    /* wpk (ldt / ob blocks of K x ob, zeros for the channels past O) <- one group's     \\
+     * filters w (O x K), for opg_ig_fwd. */                                             \\
+    static void opg_ig_pack_##s(const opg_ig *q, Py_ssize_t ob, const T *restrict w,     \\
+                                T *restrict wpk)                                         \\
+    {                                                                                    \\
+        const Py_ssize_t K = q->K;                                                       \\
+        for (Py_ssize_t o = 0; o < q->ldt; o++) {                                        \\
+            T *dst = wpk + (o / ob) * K * ob + o % ob;                                   \\
+            for (Py_ssize_t k = 0; k < K; k++)                                           \\
+                dst[k * ob] = o < q->O ? w[o * K + k] : 0;                               \\
+        }                                                                                \\
+    }                                                                                    \\
+                                                                                         \\
+    /* wpk (Kp / ki blocks of O x ki, zeros for the taps past K) <- one group's filters w\\
+     * (O x K), for opg_ig_gi. */                                                        \\
+    static void opg_ig_pack_gi_##s(const opg_ig *q, Py_ssize_t ki, const T *restrict w,  \\
+                                   T *restrict wpk)                                      \\
+    {                                                                                    \\
+        for (Py_ssize_t k = 0; k < q->Kp; k++)                                           \\
+            for (Py_ssize_t o = 0; o < q->O; o++)                                        \\
+                wpk[(k / ki) * q->O * ki + o * ki + k % ki] =                            \\
+                    k < q->K ? w[o * q->K + k] : 0;                                      \\
+    }
+
+    /* The vector kernels of one element type for each kernel set: 2 AVX-512 (x86-64 with
+     * GCC or clang), 1 AVX2 and FMA, 0 plain vectors (any target: SSE2, NEON). The tiles
+     * (bytes per vector, OB, NV, KB, NVO, KI) are also opg_ig_tiles'. */
+    #define OPG_IG_TILES_2 64, 8, 3, 12, 2, 8
+    #define OPG_IG_TILES_1 32, 4, 3, 6, 2, 4
+    #define OPG_IG_TILES_0 16, 4, 2, 4, 2, 4
+    #define OPG_DEFINE_IG_(...) OPG_DEFINE_IG(__VA_ARGS__)
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    #define OPG_IG_X86 1
+    #define OPG_IG_AVX512 __attribute__((target("avx512f,avx2,fma")))
+    #define OPG_IG_AVX2 __attribute__((target("avx2,fma")))
+    OPG_DEFINE_IG_(float, s, 2, OPG_IG_AVX512, OPG_IG_TILES_2)
+    OPG_DEFINE_IG_(double, d, 2, OPG_IG_AVX512, OPG_IG_TILES_2)
+    OPG_DEFINE_IG_(float, s, 1, OPG_IG_AVX2, OPG_IG_TILES_1)
+    OPG_DEFINE_IG_(double, d, 1, OPG_IG_AVX2, OPG_IG_TILES_1)
+    #endif
+    OPG_DEFINE_IG_(float, s, 0, , OPG_IG_TILES_0)
+    OPG_DEFINE_IG_(double, d, 0, , OPG_IG_TILES_0)
+    OPG_DEFINE_IG_LOOPS(float, s)
+    OPG_DEFINE_IG_LOOPS(double, d)
+
+    /* The kernel set the calls use (opg_ig_select). */
+    static int opg_ig_level = 0;
+
+    /* Use the best kernel set this CPU runs, at most want (< 0: the best); returns it. */
+    static int opg_ig_select(int want)
+    {
+        int best = 0;
+    #ifdef OPG_IG_X86
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            best = __builtin_cpu_supports("avx512f") ? 2 : 1;
+    #endif
+        opg_ig_level = want >= 0 && want < best ? want : best;
+        return opg_ig_level;
+    }
+
+    /* The current kernel set's tiles for elements of itemsize bytes: output channels per
+     * forward tile (ob), pixels per forward and input-gradient tile (step), taps per
+     * weight-gradient tile (kb), filters per weight-gradient tile (ov), taps per
+     * input-gradient tile (ki). */
+    static void opg_ig_tiles(Py_ssize_t itemsize, Py_ssize_t *ob, Py_ssize_t *step,
+                             Py_ssize_t *kb, Py_ssize_t *ov, Py_ssize_t *ki)
+    {
+        static const Py_ssize_t t[3][6] = {
+            {OPG_IG_TILES_0}, {OPG_IG_TILES_1}, {OPG_IG_TILES_2}
+        };
+        const Py_ssize_t *r = t[opg_ig_level], lanes = r[0] / itemsize;
+        *ob = r[1];
+        *step = r[2] * lanes;
+        *kb = r[3];
+        *ov = r[4] * lanes;
+        *ki = r[5];
+    }
+
+    #ifdef OPG_IG_X86
+    #define OPG_IG_CALL(name, s, ...)                                                    \\
+        do {                                                                             \\
+            if (opg_ig_level == 2)                                                       \\
+                name##_##s##_2(__VA_ARGS__);                                             \\
+            else if (opg_ig_level == 1)                                                  \\
+                name##_##s##_1(__VA_ARGS__);                                             \\
+            else                                                                         \\
+                name##_##s##_0(__VA_ARGS__);                                             \\
+        } while (0)
+    #else
+    #define OPG_IG_CALL(name, s, ...) name##_##s##_0(__VA_ARGS__)
+    #endif
+
+    static void opg_ig_fwd_s(const opg_ig *q, const Py_ssize_t *off, const float *x,
+                             const float *wpk, float *scr)
+    {
+        OPG_IG_CALL(opg_ig_fwd, s, q, off, x, wpk, scr);
+    }
+
+    static void opg_ig_fwd_d(const opg_ig *q, const Py_ssize_t *off, const double *x,
+                             const double *wpk, double *scr)
+    {
+        OPG_IG_CALL(opg_ig_fwd, d, q, off, x, wpk, scr);
+    }
+
+    static void opg_ig_gw_s(const opg_ig *q, const Py_ssize_t *off, const float *x,
+                            const float *tT, float *acc)
+    {
+        OPG_IG_CALL(opg_ig_gw, s, q, off, x, tT, acc);
+    }
+
+    static void opg_ig_gw_d(const opg_ig *q, const Py_ssize_t *off, const double *x,
+                            const double *tT, double *acc)
+    {
+        OPG_IG_CALL(opg_ig_gw, d, q, off, x, tT, acc);
+    }
+
+    static void opg_ig_gi_s(const opg_ig *q, const Py_ssize_t *off, const float *tF,
+                            const float *wpk, float *x)
+    {
+        OPG_IG_CALL(opg_ig_gi, s, q, off, tF, wpk, x);
+    }
+
+    static void opg_ig_gi_d(const opg_ig *q, const Py_ssize_t *off, const double *tF,
+                            const double *wpk, double *x)
+    {
+        OPG_IG_CALL(opg_ig_gi, d, q, off, tF, wpk, x);
+    }
+
+    /* Elements of n of itemsize bytes rounded up to 64 bytes (where a buffer's next part
+     * starts). */
+    static inline Py_ssize_t opg_ig_round(Py_ssize_t n, Py_ssize_t itemsize)
+    {
+        return (n * itemsize + 63) / 64 * 64 / itemsize;
+    }
+
+    /* One group of one image, direct; buf: a thread's buffer (the padded copy, then the flat
+     * outputs or the top gradient in flat form or transposed, and the transposed sums). */
+    #define OPG_DEFINE_IG_GROUP(T, s)                                                    \\
+                                                                                         \\
+    /* top (q->O planes) <- the correlation of img (q->C planes), filters wpk. */        \\
+    static void opg_direct_forward_##s(const opg_ig *q, const Py_ssize_t *off,           \\
+                                       const T *img, const T *wpk, T *top, T *buf)       \\
+    {                                                                                    \\
+        T *scr = buf + opg_ig_round(q->xlen, sizeof(T));                                 \\
+        opg_ig_pad_##s(q, img, buf);                                                     \\
+        opg_ig_fwd_##s(q, off, buf, wpk, scr);                                           \\
+        opg_ig_scatter_##s(q, scr, top);                                                 \\
+    }                                                                                    \\
+                                                                                         \\
+    /* dimg (q->C planes) <- the input gradient of top (q->O planes). */                 \\
+    static void opg_direct_grad_inputs_##s(const opg_ig *q, const Py_ssize_t *off,       \\
+                                           const T *top, const T *wpk, T *dimg, T *buf)  \\
+    {                                                                                    \\
+        T *tF = buf + opg_ig_round(q->xlen, sizeof(T));                                  \\
+        memset(buf, 0, q->xlen * sizeof(T));                                             \\
+        opg_ig_flat_##s(q, top, tF);                                                     \\
+        opg_ig_gi_##s(q, off, tF, wpk, buf);                                             \\
+        opg_ig_crop_##s(q, buf, dimg);                                                   \\
+    }                                                                                    \\
+                                                                                         \\
+    /* dw (q->O x q->K) += the weight gradient of img (q->C planes), top (q->O). */      \\
+    static void opg_direct_grad_weights_##s(const opg_ig *q, const Py_ssize_t *off,      \\
+                                            const T *img, const T *top, T *dw, T *buf)   \\
+    {                                                                                    \\
+        const Py_ssize_t N = q->od * q->oh * q->ow;                                      \\
+        T *tT = buf + opg_ig_round(q->xlen, sizeof(T));                                  \\
+        T *acc = tT + opg_ig_round(N * q->ldt, sizeof(T));                               \\
+        memset(acc, 0, q->Kp * q->ldt * sizeof(T));                                      \\
+        opg_ig_pad_##s(q, img, buf);                                                     \\
+        opg_ig_transpose_##s(q, top, tT);                                                \\
+        opg_ig_gw_##s(q, off, buf, tT, acc);                                             \\
+        opg_ig_gw_add_##s(q, acc, dw);                                                   \\
+    }                                                                                    \\
+                                                                                         \\
+    /* wpk <- one group's filters w (q->O x q->K) packed for the forward kernel (gi 0:   \\
+     * blk output channels a block) or the input gradient's (gi 1: blk taps a block). */ \\
+    static void opg_direct_pack_##s(const opg_ig *q, int gi, Py_ssize_t blk, const T *w, \\
+                                    T *wpk)                                              \\
+    {                                                                                    \\
+        if (gi)                                                                          \\
+            opg_ig_pack_gi_##s(q, blk, w, wpk);                                          \\
+        else                                                                             \\
+            opg_ig_pack_##s(q, blk, w, wpk);                                             \\
+    }
+
+    /* The group functions of both element types. */
+    OPG_DEFINE_IG_GROUP(float, s)
+    OPG_DEFINE_IG_GROUP(double, d)
+
+    """
+    ctypedef struct opg_ig:
+        Py_ssize_t C, D, H, W
+        Py_ssize_t pd, ph, pw
+        Py_ssize_t Dp, Hp, Wp
+        Py_ssize_t od, oh, ow
+        Py_ssize_t O
+        Py_ssize_t K, Kp
+        Py_ssize_t Nf, Nc
+        Py_ssize_t ldt
+        Py_ssize_t xlen
+
+    int opg_ig_level  # the vector set in use (opg_ig_select)
+    int opg_ig_select(int want) noexcept nogil
+    void opg_ig_tiles(Py_ssize_t itemsize, Py_ssize_t* ob, Py_ssize_t* step, Py_ssize_t* kb,
+                      Py_ssize_t* ov, Py_ssize_t* ki) noexcept nogil
+    Py_ssize_t opg_ig_round(Py_ssize_t n, Py_ssize_t itemsize) noexcept nogil
+    void opg_ig_offsets(const opg_ig* q, Py_ssize_t kd, Py_ssize_t kh, Py_ssize_t kw,
+                        Py_ssize_t dd, Py_ssize_t dh, Py_ssize_t dw,
+                        Py_ssize_t* off) noexcept nogil
+    void opg_direct_forward_s(const opg_ig* q, const Py_ssize_t* off, const float* img,
+                              const float* wpk, float* top, float* buf) noexcept nogil
+    void opg_direct_forward_d(const opg_ig* q, const Py_ssize_t* off, const double* img,
+                              const double* wpk, double* top, double* buf) noexcept nogil
+    void opg_direct_grad_inputs_s(const opg_ig* q, const Py_ssize_t* off, const float* top,
+                                  const float* wpk, float* dimg, float* buf) noexcept nogil
+    void opg_direct_grad_inputs_d(const opg_ig* q, const Py_ssize_t* off, const double* top,
+                                  const double* wpk, double* dimg,
+                                  double* buf) noexcept nogil
+    void opg_direct_grad_weights_s(const opg_ig* q, const Py_ssize_t* off, const float* img,
+                                   const float* top, float* dw, float* buf) noexcept nogil
+    void opg_direct_grad_weights_d(const opg_ig* q, const Py_ssize_t* off,
+                                   const double* img, const double* top, double* dw,
+                                   double* buf) noexcept nogil
+    void opg_direct_pack_s(const opg_ig* q, int gi, Py_ssize_t blk, const float* w,
+                           float* wpk) noexcept nogil
+    void opg_direct_pack_d(const opg_ig* q, int gi, Py_ssize_t blk, const double* w,
+                           double* wpk) noexcept nogil
