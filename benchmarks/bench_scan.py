@@ -297,6 +297,12 @@ def _check(grad: bool, expected: Any) -> Callable[[Callable[[], Any]], str]:
 #: batch 32 runs each gemm through Python: rounds would take minutes).
 SLOW_CALL_S = 2.0
 
+#: Every engine runs for this long after its warm-up call before it is timed: engines that
+#: adapt at run time (opgraph's thread teams choose one thread or several from the times of
+#: their first calls; JIT tiers) are measured in their steady state, not while they settle,
+#: which a --quick run of 15 calls would otherwise catch. The same for every engine.
+SETTLE_S = 0.3
+
 
 def _time(
     table: Table,
@@ -307,7 +313,8 @@ def _time(
     timing: dict[str, Any],
 ) -> Row:
     """:meth:`Table.time`, except that an engine whose warm call takes more than
-    ``SLOW_CALL_S`` gets that one call as its only sample (and a note saying so)."""
+    ``SLOW_CALL_S`` gets that one call as its only sample (and a note saying so); the others
+    run ``SETTLE_S`` seconds before they are timed."""
     try:
         fn = make()
         verdict = check(fn)  # the first call: Numba and JAX compile here
@@ -317,6 +324,9 @@ def _time(
         if warm > SLOW_CALL_S:
             table.note(f"{case}: {engine} timed once (one warm call took {warm:.1f} s)")
             return table.add(Row(case, engine, timing=Timing.of([warm]), check=verdict))
+        settle_until = time.perf_counter() + SETTLE_S
+        while time.perf_counter() < settle_until:
+            fn()
         result = measure(fn, **{**timing, "warmup": 0})
     except Exception as exc:
         return table.skip(case, engine, error_text(exc))

@@ -29,6 +29,14 @@ machine gets busy the threaded calls slow down and the team moves to one thread 
 few calls; when it gets quiet a probe finds threads fast again. Probes cost at most one
 call in ``PROBE_MAX`` once the choice is stable.
 
+**The first choice rests on two calls of each mode.** A team's first ``WARM_CALLS`` calls
+alternate threads and one thread and keep the faster call of each mode. Its very first
+call is cold (buffers touched for the first time, OpenMP's threads started) and often runs
+while another library's idle threads still spin on the other core (NumPy's OpenBLAS spins
+about 0.1 s after a product, PyTorch's OpenMP a few ms): timed alone, that one call made a
+2-core W12 convolution (13 ms on threads, 24 ms on one) choose one thread until its first
+probe, eight calls later, which is most of a short benchmark.
+
 OpenMP's threads keep GNU OpenMP's default wait between regions: they spin a little before
 they sleep. A passive wait (``OMP_WAIT_POLICY=PASSIVE``) was measured and not made the
 default: on this kind of machine waking a sleeping thread costs ~10-15 µs per region, which
@@ -63,6 +71,8 @@ cdef enum:
     # A probe's win is tried for this many calls: switching back within them counts as a
     # failed probe (a lucky call on a busy machine), after them as a change of conditions.
     TRIAL_CALLS = 4
+    # The first calls time each mode twice (threads, one, threads, one): the faster counts.
+    WARM_CALLS = 4
 
 # Weight of the newest call in the moving average of the mode in use.
 cdef double ALPHA = 0.25
@@ -140,7 +150,7 @@ cdef void team_init(Team* team, int nthreads, Py_ssize_t threshold, bint adaptiv
     team.t_many = 0.0
     team.calls = 0
     team.probe_every = PROBE_MIN
-    team.next_probe = PROBE_MIN
+    team.next_probe = WARM_CALLS + PROBE_MIN  # PROBE_MIN calls after the first choice
     team.probing = False
     team.trial = 0
 
@@ -161,6 +171,8 @@ cdef int team_size(Team* team, Py_ssize_t size) noexcept nogil:
         return team.nthreads
     if team.t_one == 0.0:
         return 1
+    if team.calls < WARM_CALLS:  # each mode's second sample (see team_timed)
+        return team.nthreads if team.calls % 2 == 0 else 1
     cdef bint many = _many_in_favour(team)
     if team.calls >= team.next_probe:
         team.probing = True
@@ -177,6 +189,14 @@ cdef void team_timed(Team* team, int threads, double seconds, Py_ssize_t size) n
     if not team.adaptive or size <= 0 or team.nthreads <= 1:
         return
     cdef double per = seconds / size
+    if team.calls < WARM_CALLS:  # the faster of a mode's first calls (the first is cold)
+        if threads > 1:
+            team.t_many = per if team.t_many == 0.0 else min(team.t_many, per)
+        else:
+            team.t_one = per if team.t_one == 0.0 else min(team.t_one, per)
+        team.calls += 1
+        team.probing = False
+        return
     cdef bint before = _many_in_favour(team)
     cdef bint known = team.t_one > 0.0 and team.t_many > 0.0
     team.calls += 1

@@ -14,7 +14,11 @@ toolchain fingerprint (compiler, flags, CPU with ``-march=native``, Python/NumPy
 opgraph_c versions, the headers and ``.pxd`` files generated code includes) and the kernel
 entry's owner and ``version``. A build happens in ``tmp/`` under the key's lock
 and is renamed into place in one step, so a visible entry is always complete; processes
-that find no entry take the lock, look again, and only the first one builds. An entry whose
+that find no entry take the lock, look again, and only the first one builds. A process
+never blocks while holding a lock: it builds the keys whose locks it gets at once and
+then waits for the others, one at a time, loading each as soon as its entry appears (its
+holder may keep the lock until the rest of its batch is built) and building it only if
+the holder died first (see :meth:`KernelCache._build_locked`). An entry whose
 manifest is missing or unreadable, names another key, or whose module's size or SHA-256
 differs (a truncated copy, a foreign file) is dropped and rebuilt; so is one that fails to
 import.
@@ -44,7 +48,6 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor, wait
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -59,6 +62,9 @@ MANIFEST = "manifest.json"
 FORMAT = 1
 #: A lock not obtained within this many seconds prints a "waiting" line, then waits on.
 WAIT_NOTICE_S = 2.0
+#: A process waiting for another's build looks for its entry this often (seconds): the
+#: other may hold the key's lock until the rest of its batch is built.
+WAIT_POLL_S = 0.1
 #: At most this many kernels share one module.
 MAX_BUNDLE = 64
 #: A build still running after this many seconds prints its progress line (one known to
@@ -238,22 +244,71 @@ class KernelCache:
     # ---- building
 
     def _build_locked(self, missing: list[BuildRequest]) -> None:
-        from filelock import FileLock, Timeout
+        """Have every request of ``missing`` loaded, building under its key's lock those
+        no other process has built or is building; never blocks while holding a lock.
 
-        locks = self.root / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        with ExitStack() as stack:
-            for req in sorted(missing, key=lambda r: r.key):  # one order: no deadlock
-                lock = FileLock(str(locks / f"{req.key}.lock"))
-                try:
-                    lock.acquire(timeout=WAIT_NOTICE_S)
-                except Timeout:
-                    _progress(f"waiting for another process compiling {req.spec.name}")
-                    lock.acquire()
-                stack.callback(lock.release)
-            todo = [req for req in missing if self._try_load(req) is None]
-            if todo:
-                self._build(todo)
+        Each round tries every pending key's lock without waiting: a key whose entry
+        exists once locked is released at once (another process published it); the
+        others locked are built together, holding only their own locks. Keys locked
+        elsewhere are loaded as soon as their entry appears (their holder may still be
+        building the rest of its batch); otherwise the first of them is waited for,
+        holding no lock, and the next round builds it with any others found free (their
+        holder died before publishing them)."""
+        from filelock import FileLock
+
+        lock_dir = self.root / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        # the caller's order (progress lines name the kernels in it): no lock is waited for
+        # while another is held, so no lock order is needed to avoid deadlocks
+        pending = list({req.key: req for req in missing}.values())
+        waited: dict[str, Any] = {}  # key -> its lock, acquired by waiting for it
+        while pending:
+            mine: list[tuple[BuildRequest, Any]] = []
+            theirs = []
+            try:
+                for req in pending:
+                    lock = waited.pop(req.key, None)
+                    if lock is None:
+                        lock = FileLock(str(lock_dir / f"{req.key}.lock"))
+                        if not _try_acquire(lock, 0):
+                            if self._try_load(req) is None:
+                                theirs.append(req)
+                            continue
+                    if self._try_load(req) is None:
+                        mine.append((req, lock))
+                    else:
+                        lock.release()
+                if mine:
+                    self._build([req for req, _ in mine])
+            finally:
+                for _, lock in mine:
+                    lock.release()
+                for lock in waited.values():  # only if something above raised
+                    lock.release()
+                waited.clear()
+            pending = [req for req in theirs if self._try_load(req) is None]
+            if pending:
+                lock = self._wait_for(pending[0], lock_dir)
+                if lock is None:
+                    pending = pending[1:]
+                else:
+                    waited[pending[0].key] = lock
+
+    def _wait_for(self, req: BuildRequest, lock_dir: Path) -> Any:
+        """Wait, holding no other lock, until ``req``'s entry appears (None: loaded) or its
+        lock is free (the lock, acquired: the holder finished or died, look again)."""
+        from filelock import FileLock
+
+        lock = FileLock(str(lock_dir / f"{req.key}.lock"))
+        start = time.monotonic()
+        noticed = False
+        while not _try_acquire(lock, WAIT_POLL_S):
+            if self._try_load(req) is not None:
+                return None
+            if not noticed and time.monotonic() - start >= WAIT_NOTICE_S:
+                _progress(f"waiting for another process compiling {req.spec.name}")
+                noticed = True
+        return lock
 
     def _build(self, todo: list[BuildRequest]) -> None:
         toolchain = get_toolchain()
@@ -273,7 +328,7 @@ class KernelCache:
     ) -> None:
         """Cythonize every unit of ``units`` (one at a time), each compiled by the C compiler
         as soon as its C file exists (in parallel with the next Cython run); each module is
-        published as it completes."""
+        published, then the index files of the kernels it holds written, as it completes."""
         tmp_root = self.root / "tmp"
         tmp_root.mkdir(parents=True, exist_ok=True)
         sources = []
@@ -283,7 +338,7 @@ class KernelCache:
             pyx = tmp / f"{unit.module_name}.pyx"
             pyx.write_text(unit.spec.source, encoding="utf-8")
             sources.append((unit, tmp, pyx))
-        n_parts = {unit.key: len(parts) for unit, parts in units}
+        parts_of = {unit.key: parts for unit, parts in units}
 
         def compile_one(unit: BuildRequest, tmp: Path, c_file: Path) -> None:
             so = tmp / f"{unit.module_name}{_ext_suffix()}"
@@ -291,7 +346,12 @@ class KernelCache:
                 link(toolchain, c_file, so, unit.spec.name, unit.spec.openmp)
             except CompileError as exc:
                 raise self._keep_failed(unit, tmp, exc) from None
-            self._publish(unit, tmp, so, toolchain, n_parts[unit.key])
+            self._publish(unit, tmp, so, toolchain, len(parts_of[unit.key]))
+            # Its kernels' index files at once: processes waiting for one of them load it
+            # now, not once the whole batch is built.
+            for req, suffix in parts_of[unit.key]:
+                if req is not unit:
+                    self._write_index(req.key, unit.key, suffix)
             progress.module_done(unit)
 
         # Cython runs here, one module at a time (it holds the GIL); each module's C compiler
@@ -311,10 +371,6 @@ class KernelCache:
                 wait(futures)
             for future in futures:
                 future.result()
-        for unit, parts in units:
-            for req, suffix in parts:
-                if req is not unit:
-                    self._write_index(req.key, unit.key, suffix)
         for req in todo:
             if self._try_load(req) is None:
                 raise CompileError(
@@ -540,6 +596,17 @@ def _mtime(path: Path) -> float:
 def _cpu_count() -> int:
     """How many compiler runs go at once: more modules than this is a slow build."""
     return os.cpu_count() or 1
+
+
+def _try_acquire(lock: Any, timeout: float) -> bool:
+    """Acquire the file ``lock`` within ``timeout`` seconds (0: without waiting)."""
+    from filelock import Timeout
+
+    try:
+        lock.acquire(timeout=timeout)
+    except Timeout:
+        return False
+    return True
 
 
 def _progress(message: str, stream: Any = None) -> None:
