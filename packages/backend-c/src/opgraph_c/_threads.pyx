@@ -47,10 +47,12 @@ products) is already bounded by the adaptive teams, which move both to one threa
 is unwelcome; results do not change.
 
 SciPy's OpenBLAS threads its products too, and on a busy machine loses to one thread the
-same way. The BLAS thunks of :mod:`opgraph_c._blas` keep a team for it as well and set the
-calling thread's OpenBLAS thread count for each product (:c:func:`blas_threads`, through
-OpenBLAS's ``openblas_set_num_threads_local``, found by :func:`find_blas_threads`; without
-it OpenBLAS keeps its own count).
+same way. The BLAS thunks of :mod:`opgraph_c._blas` keep a team for it as well and set
+OpenBLAS's thread count for each product (:c:func:`blas_threads`, through OpenBLAS's
+``openblas_set_num_threads_local``, found by :func:`find_blas_threads`; without it OpenBLAS
+keeps its own count). In SciPy's pthreads build of OpenBLAS that count is one for the whole
+process, not per calling thread: call it outside OpenMP regions only (``_conv.pyx`` sets it
+once before its parallel region and restores it after).
 
 Threaded kernels give the same result on any number of threads, so this decides speed
 only. :data:`POLICY` says which rules each kernel follows, and :func:`team_options` gives
