@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import nox
@@ -23,11 +24,60 @@ PACKAGES = [
 TEST_DEPS = ["pytest>=8", "hypothesis>=6", "graphviz>=0.20"]
 
 
+#: Packages with compiled extensions: built once into a wheel per source state and Python,
+#: which every session installs, instead of compiling them again in each session's venv.
+COMPILED = {"backend-c"}
+#: What a compiled package's wheel is built from (generated .c files and build/ are not).
+BUILD_INPUTS = (".py", ".pyx", ".pxd", ".h", ".toml")
+
+
+def compiled_wheel(session: nox.Session, name: str) -> str:
+    """The path of ``packages/<name>``'s wheel for this session's Python, built if missing.
+
+    Wheels live in ``.nox/_wheels/<hash of the sources and Python>/``, so ``tests`` and
+    ``tests_modes`` (and a second ``nox -s tests``) share one build of backend-c, and an edit
+    to any of its sources builds a new one.
+    """
+    src = ROOT / "packages" / name
+    python = session.run("python", "-c", "import sys; print(sys.version)", silent=True).strip()
+    digest = hashlib.sha256(python.encode())
+    for path in sorted(src.rglob("*")):
+        rel = path.relative_to(src)
+        if path.suffix in BUILD_INPUTS and path.is_file() and rel.parts[0] != "build":
+            digest.update(str(rel).encode() + b"\0" + path.read_bytes())
+    out = ROOT / ".nox" / "_wheels" / f"{name}-{digest.hexdigest()[:16]}"
+    wheels = sorted(out.glob("*.whl"))
+    if not wheels:
+        session.log(f"building {name}'s wheel into {out.relative_to(ROOT)}")
+        python_path = str(Path(session.bin) / "python")
+        session.run(
+            "uv",
+            "build",
+            "-q",
+            "--wheel",
+            "--python",
+            python_path,
+            "-o",
+            str(out),
+            str(src),
+            external=True,
+        )
+        wheels = sorted(out.glob("*.whl"))
+    return str(wheels[-1])
+
+
 def install_packages(session: nox.Session, editable: bool = True) -> None:
-    """Install every package in packages/ (core first) into the session's venv."""
+    """Install every package in packages/ (core first) into the session's venv.
+
+    Pure-Python packages are installed editable when ``editable``; compiled ones always
+    from their shared wheel (see ``compiled_wheel``).
+    """
     args: list[str] = []
     for name in PACKAGES:
-        args += ["-e", f"packages/{name}"] if editable else [f"packages/{name}"]
+        if name in COMPILED:
+            args.append(compiled_wheel(session, name))
+        else:
+            args += ["-e", f"packages/{name}"] if editable else [f"packages/{name}"]
     session.install(*args)
 
 
@@ -80,6 +130,14 @@ def core_alone(session: nox.Session) -> None:
     """Only opgraph-core installed: core's tests still pass (everything runs, only slower)."""
     session.install("-e", "packages/core", *TEST_DEPS)
     session.run("python", "-m", "pytest", "packages/core/tests", *session.posargs)
+
+
+@nox.session
+def sparse_alone(session: nox.Session) -> None:
+    """opgraph-sparse with core only (no backend-c, no optimizers): every sparse Op runs its
+    ``perform``, and the package's tests pass (the C-kernel tests skip)."""
+    session.install("-e", "packages/core", "-e", "packages/sparse", *TEST_DEPS)
+    session.run("python", "-m", "pytest", "packages/sparse/tests", *session.posargs)
 
 
 @nox.session

@@ -33,8 +33,13 @@ def opgraph_c_kernels(registry: Any) -> None:
     With ``CModule(name, source)`` alone, the module defines ``compute(*inputs)``
     returning the output value (a tuple of them for several outputs).
 
+    The registry also carries the kernel author's toolkit (``registry.CModule``,
+    ``registry.PERFORM``, ``registry.team_options``, ...: see
+    :class:`opgraph_c.registry.CKernelRegistry`), so a package that must not depend on
+    backend-c builds its kernels without importing ``opgraph_c``.
+
     Parameters
     ----------
     registry
-        backend-c's :class:`~opgraph.link.dispatch.KernelRegistry` (backend ``"c"``).
+        backend-c's :class:`~opgraph_c.registry.CKernelRegistry` (backend ``"c"``).
     """

@@ -20,18 +20,39 @@ from typing import Any
 from opgraph.link.dispatch import KernelRegistry
 from opgraph.plugins import get_plugin_manager
 from opgraph_c import hookspecs
+from opgraph_c._threads import team_options
 from opgraph_c.flags import declare_flags
 from opgraph_c.kernels import register_core_kernels
 from opgraph_c.pipeline import pipeline
+from opgraph_c.spec import PERFORM, BundlePart, CModule, Precompiled
 
-__all__ = ["get_registry", "reset_registry"]
+__all__ = ["CKernelRegistry", "get_registry", "reset_registry"]
+
+
+class CKernelRegistry(KernelRegistry):
+    """The ``c`` backend's registry, as ``opgraph_c_kernels(registry)`` receives it.
+
+    Besides registering, it hands a plugin the kernel author's toolkit, so that a plugin's
+    kernels module needs no import of ``opgraph_c`` (its package may not depend on
+    backend-c): ``registry.CModule``, ``registry.PERFORM``, ``registry.Precompiled``,
+    ``registry.BundlePart`` and ``registry.team_options(kernel)`` (the thread policy of a
+    row of ``_threads.POLICY``, as keyword arguments of a ``Team``). Generated sources may
+    still ``cimport`` backend-c's ``.pxd`` files: they are compiled by backend-c.
+    """
+
+    CModule = CModule
+    PERFORM = PERFORM
+    Precompiled = Precompiled
+    BundlePart = BundlePart
+    team_options = staticmethod(team_options)
+
 
 _lock = threading.RLock()
 _registry: KernelRegistry | None = None
 _registry_pm: Any = None
 
 
-def get_registry() -> KernelRegistry:
+def get_registry() -> CKernelRegistry:
     """The ``c`` backend's registry, built (and the hook called) on first use.
 
     Rebuilt if the process-wide plugin manager was replaced (tests reset it).
@@ -46,7 +67,7 @@ def get_registry() -> KernelRegistry:
             return _registry
         if pm.config is not None:
             declare_flags(pm.config)  # when backend-c is used without its entry point
-        registry = KernelRegistry("c", thunk_maker=pipeline.make_thunk)
+        registry = CKernelRegistry("c", thunk_maker=pipeline.make_thunk)
         register_core_kernels(registry)
         caller = getattr(pm.hook, "opgraph_c_kernels", None)
         if caller is None or not caller.has_spec():

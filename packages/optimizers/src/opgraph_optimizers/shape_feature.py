@@ -54,6 +54,16 @@ __all__ = [
 
 Shp = tuple[Variable, ...]
 _INT64 = TensorType("int64", ())
+
+
+def has_shape(t: Any) -> bool:
+    """True for a type whose values have a shape the feature can track: tensors, and any
+    other type declaring ``ndim`` and ``broadcastable`` (a plugin's sparse matrices)."""
+    return isinstance(t, TensorType) or (
+        isinstance(getattr(t, "ndim", None), int) and hasattr(t, "broadcastable")
+    )
+
+
 #: How many variables an ancestor check may visit before it gives up (and says "maybe").
 _ANCESTOR_BUDGET = 1000
 
@@ -224,9 +234,9 @@ class ShapeFeature(Feature):
         """The shape of ``r`` from its type alone (None for values without a shape)."""
         if isinstance(r.type, ScalarType):
             return ()
-        if not isinstance(r.type, TensorType):
+        if not has_shape(r.type):
             return None
-        return tuple(self.shape_ir(i, r) for i in range(r.type.ndim))
+        return tuple(self.shape_ir(i, r) for i in range(r.type.ndim))  # type: ignore[attr-defined]
 
     def unpack(self, s: Any, r: Variable, i: int) -> Variable:
         """An ``infer_shape`` entry as an int64 0-d tensor variable."""
@@ -264,7 +274,7 @@ class ShapeFeature(Feature):
         """Record ``s`` as the shape of ``r``; known dimensions of its type take precedence."""
         if not self._awake:
             self._wake()
-        if s is None or not isinstance(r.type, TensorType):
+        if s is None or not has_shape(r.type):
             self._shape_of[r] = None if not isinstance(r.type, ScalarType) else ()
             return
         if len(s) != r.type.ndim:
@@ -330,7 +340,7 @@ class ShapeFeature(Feature):
     def _infer(self, node: Apply, input_shapes: list[Shp | None]) -> list[Any]:
         infer = getattr(node.op, "infer_shape", None)
         if infer is not None and not any(
-            s is None for s, v in zip(input_shapes, node.inputs) if isinstance(v.type, TensorType)
+            s is None for s, v in zip(input_shapes, node.inputs) if has_shape(v.type)
         ):
             try:
                 shapes = infer(node, input_shapes)
@@ -454,7 +464,7 @@ def local_shape_to_shape_i(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``x.shape -> MakeVector(shape_of[x]...)`` (a constant vector when all are known)."""
     feature = _feature(fgraph)
     (x,) = node.inputs
-    if feature is None or not isinstance(x.type, TensorType):
+    if feature is None or not has_shape(x.type):
         return None
     return [feature.make_vector_shape(x)]
 
@@ -467,7 +477,7 @@ def local_track_shape_i(fgraph: Any, node: Apply) -> list[Variable] | None:
     ``x``'s inputs)."""
     feature = _feature(fgraph)
     (x,) = node.inputs
-    if feature is None or not isinstance(x.type, TensorType):
+    if feature is None or not has_shape(x.type):
         return None
     known = feature.get_shape(x, node.op.i)
     out = node.outputs[0]

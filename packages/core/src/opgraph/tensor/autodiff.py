@@ -17,6 +17,7 @@ from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.null_type import DisconnectedType, NullType, disconnected_type
 from opgraph.graph.traversal import graph_inputs, io_toposort
 from opgraph.graph.utils import MethodNotDefined, first_user_line
+from opgraph.scalar.type import ScalarType
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.math import (
     add,
@@ -48,8 +49,16 @@ def _is_disconnected(v: Any) -> bool:
 
 
 def _sum_grads(terms: list[Variable]) -> Variable:
-
-    return terms[0] if len(terms) == 1 else add(*terms)
+    """The sum of one variable's gradient terms: one tensor ``add``, or, when a term is of a
+    plugin's type (a sparse gradient), the terms' own ``+`` (the plugin's addition)."""
+    if len(terms) == 1:
+        return terms[0]
+    if all(isinstance(t.type, TensorType | ScalarType) for t in terms):
+        return add(*terms)
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term  # type: ignore[operator]
+    return total
 
 
 def _backprop(
@@ -146,6 +155,15 @@ def _match_type(inp: Variable, g: Any, node: Apply) -> Variable:
     """Make a gradient term match the input's dtype and broadcastable pattern."""
 
     if not isinstance(inp.type, TensorType):
+        return g
+    if isinstance(g, Variable) and not isinstance(g.type, TensorType | ScalarType):
+        # a plugin's gradient type for a dense input: the sparse gradient of x[ilist] that
+        # AdvancedSubtensor1(sparse_grad=True) gives (Theano's sparse_grad) stays sparse
+        if getattr(g.type, "ndim", None) != inp.type.ndim:
+            raise ValueError(
+                f"{node.op}.grad returned a gradient of type {g.type} for input {inp} of "
+                f"{inp.type.ndim} dimension(s)"
+            )
         return g
     g = as_tensor_variable(g)
     if g.type.ndim != inp.type.ndim:

@@ -52,6 +52,9 @@ def _central_differences(f: Any, pt: list[np.ndarray], eps: float) -> list[np.nd
     ``verify_grad`` uses: second-order accurate, so its default tolerances can be tight)."""
     grads = []
     for k, x in enumerate(pt):
+        # perturbed through a flat view: an F-ordered point (a csc matrix's toarray()) would
+        # reshape to a copy, and every difference would be zero
+        x = pt[k] = np.array(x, order="C")
         g = np.zeros_like(x, dtype="float64")
         flat = x.reshape(-1)
         gflat = g.reshape(-1)
