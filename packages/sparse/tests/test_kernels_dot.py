@@ -148,6 +148,37 @@ def test_threads_give_the_serial_result() -> None:
         assert thunk.perform_calls == 0
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_thread_counts_give_identical_bits(monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
+    """1, 2 and 3 threads (fixed teams) give bit-identical products, CSR and CSC, plain and
+    transposed (dense @ sparse): each output value is summed by one thread in the serial
+    order. CSC columns hold many entries, so the prefetch ahead crosses block bounds."""
+    from opgraph_sparse.kernels import dot as kdot
+
+    a_csr = _sparse((700, 300), "csr", dtype, "int32", seed=3)
+    b = _dense((300, 40), dtype, seed=4)
+    bt = _dense((40, 700), dtype, seed=5)
+    for fmt in FORMATS:
+        a = a_csr.asformat(fmt)
+        x = sparse_matrix(fmt, "x", dtype)
+        y = T.matrix("y", dtype=dtype)
+        cases = [(Dot().make_node(x, y), [a, b]), (Dot().make_node(y, x), [bt, a])]
+        for node, values in cases:
+            results = []
+            for nt in (1, 2, 3):
+                team = {"nthreads": nt, "adaptive": False, "threshold": 0}
+                monkeypatch.setattr(kdot, "_team", lambda team=team: team)
+                thunk, cell = _thunk(node, values)
+                thunk()
+                assert thunk.perform_calls == 0
+                results.append(cell[0])
+            expected = _perform(node, values)
+            tol = 1e-4 if dtype == "float32" else 1e-10
+            np.testing.assert_allclose(results[0], expected, rtol=tol, atol=tol)
+            for got in results[1:]:
+                np.testing.assert_array_equal(got, results[0])
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_usmm(fmt: str, dtype: str) -> None:

@@ -282,12 +282,20 @@ def test_inplace_variants(fmt: str) -> None:
         assert value.nnz == 9
 
 
-def test_transpose_is_no_view() -> None:
+def test_transpose_is_a_view_and_the_output_is_not() -> None:
+    # a view of the input's arrays (as in Theano: gradients read the transpose of every
+    # structured product's operand), while a function output never aliases an input
+    assert st.transpose.view_map == {0: [0]}
     x = sparse.csr_matrix("x")
     value = random_sparse("csr", config.floatX)
-    got = opgraph.function([x], x.T, mode=Mode(linker="py", optimizer=None))(value)
-    assert not np.may_share_memory(got.data, value.data)
-    assert not getattr(st.transpose, "view_map", {})
+    node = st.transpose(x).owner
+    out: list[list[Any]] = [[None]]
+    node.op.perform(node, [value], out)
+    assert np.shares_memory(out[0][0].data, value.data)
+    for mode in (Mode(linker="py", optimizer=None), None):
+        got = opgraph.function([x], x.T, mode=mode)(value)
+        assert not np.may_share_memory(got.data, value.data)
+        np.testing.assert_array_equal(got.toarray(), value.toarray().T)
 
 
 def test_sp_sum_sparse_grad_is_not_a_prop() -> None:

@@ -55,6 +55,13 @@ def sandbox(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     monkeypatch.setattr(manager_module, "_plugin_manager", None)
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     namespaces.install_finder()
+    # a real opgraph-sparse may have been imported by earlier tests: hide it meanwhile
+    for name in [
+        n for n in sys.modules if n == "opgraph.sparse" or n.startswith("opgraph.sparse.")
+    ]:
+        monkeypatch.delitem(sys.modules, name)
+    if "sparse" in vars(opgraph):  # (hasattr would resolve the namespace)
+        monkeypatch.delattr(opgraph, "sparse")
     modules_before = set(sys.modules)
     attrs_before = set(vars(opgraph))
     yield tmp_path

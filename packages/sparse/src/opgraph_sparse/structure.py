@@ -120,11 +120,13 @@ def _fit_dense(g: Variable, dtype: str) -> Variable:
 
 
 class Transpose(Op):
-    """The transpose of a csr/csc matrix: a csr matrix becomes csc and back (the arrays are
-    copied, the result is no view). Regular gradient (the transposed output gradient).
-    Printed ``SparseTranspose``."""
+    """The transpose of a csr/csc matrix: a csr matrix becomes csc and back, a view of the
+    same arrays (as in Theano: nothing is copied, which matters in gradients, where every
+    structured product's gradient reads the transpose). Regular gradient (the transposed
+    output gradient). Printed ``SparseTranspose``."""
 
     __props__ = ()
+    view_map = {0: [0]}
     format_map = {"csr": "csc", "csc": "csr"}
 
     def __str__(self) -> str:
@@ -138,7 +140,7 @@ class Transpose(Op):
     def perform(self, node: Apply, inputs: list[Any], out: list[list[Any]]) -> None:
         (x,) = inputs
         check_value(self, node, 0, x)
-        out[0][0] = _exact(x.transpose(copy=True), node.outputs[0].type)
+        out[0][0] = _exact(x.transpose(copy=False), node.outputs[0].type)
 
     def grad(self, inputs: list[Variable], gout: list[Variable]) -> list[Variable]:
         (gz,) = gout

@@ -73,11 +73,18 @@ class _Slot:
         "type",
     )
 
-    def __init__(self, index: int, spec: In, cell: list[Any], default: Container | None) -> None:
+    def __init__(
+        self,
+        index: int,
+        spec: In,
+        cell: list[Any],
+        default: Container | None,
+        filter: Callable[..., Any] | None = None,
+    ) -> None:
         self.index = index
         self.name = spec.name
         self.type = spec.variable.type
-        self.filter = self.type.filter
+        self.filter = filter or self.type.filter
         self.strict = spec.strict
         self.allow_downcast = spec.allow_downcast
         self.cell = cell
@@ -138,8 +145,16 @@ class Function:
         ]
         self.output_storage = output_containers
         explicit = [(k, s) for k, s in enumerate(maker.inputs) if not s.implicit]
+        input_filter = getattr(maker.linker, "input_filter", None)
         self._slots = [
-            _Slot(i, s, input_cells[k], defaults[k]) for i, (k, s) in enumerate(explicit)
+            _Slot(
+                i,
+                s,
+                input_cells[k],
+                defaults[k],
+                input_filter(s.variable.type) if input_filter is not None else None,
+            )
+            for i, (k, s) in enumerate(explicit)
         ]
         self._cells = [slot.cell for slot in self._slots]
         self._clear_in = [slot.cell for slot in self._slots if not slot.stateful]

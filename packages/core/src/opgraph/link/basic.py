@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opgraph.configdefaults import config
@@ -186,6 +186,9 @@ class Linker:
 
     kernels: KernelRegistry | None = None
     backend = "Py"
+    #: False for a linker that runs only the Ops it knows how to lower and may return lazy
+    #: values (opgraph-dask): the testing kit's default targets leave it out.
+    runs_every_graph = True
 
     def __init__(self, allow_gc: bool | None = None) -> None:
         self.fgraph: Any = None
@@ -218,6 +221,16 @@ class Linker:
         if allow_gc is not None:
             new.allow_gc = allow_gc
         return new
+
+    def input_filter(self, type: Any) -> Callable[..., Any] | None:
+        """How a function's argument of ``type`` is converted before each call.
+
+        None (the default) keeps ``type.filter``. A linker whose thunks take values the Type
+        does not (a dask linker's chunked arrays) returns its own
+        ``filter(value, strict, allow_downcast)``, which may hand other values to
+        ``type.filter``.
+        """
+        return None
 
     def get_allow_gc(self) -> bool:
         """The effective ``allow_gc``: this linker's, else ``config.allow_gc``."""

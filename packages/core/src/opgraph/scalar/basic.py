@@ -557,6 +557,9 @@ Softplus = _unary(
     upgrade_to_float_no_complex,
     lambda m, x, z, gz: m.mul(gz, m.sigmoid(x)),
 )
+# The two classes are named as Theano prints them; these names let pickle find them by
+# reference (otherwise cloudpickle copies the class, and backend-c's table misses the copy).
+ScalarSigmoid, ScalarSoftplus = Sigmoid, Softplus
 Invert = _unary("Invert", np.invert, int_out)
 IsNan = _unary("IsNan", np.isnan, bool_out)
 IsInf = _unary("IsInf", np.isinf, bool_out)

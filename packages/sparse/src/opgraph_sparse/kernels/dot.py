@@ -12,6 +12,10 @@ Two generated modules cover the products of :mod:`opgraph_sparse.dot`:
   block of output rows and applies only the entries that fall into it, so no two threads
   write the same row and every row sums its terms in the serial order. The inner loop runs
   over the dense operand's contiguous columns (the dense operand is made C-contiguous).
+  CSC's time goes to the scattered output rows, so each is prefetched a few entries ahead.
+  (Bands of the dense columns per thread, which halve each thread's reads of the dense
+  operand, were measured slower: each thread then visits every entry, and the entries,
+  not the dense operand's bytes, bound the loop.)
 - **pairdot** (``PairDotThunk``): one dot product of two dense rows per stored entry, for
   ``StructuredDotGradCSR``/``CSC`` (the structured gradient w.r.t. the sparse values) and
   ``SamplingDot`` (the same, scaled by the pattern's values).
@@ -90,6 +94,13 @@ static inline void opg_prefetch_row(const opg_b_t* b, int64_t j, ptrdiff_t nrows
         __builtin_prefetch(r + off, 0, 3);
 }
 
+/* The output row i, read and written by an axpy a few entries later (CSC's scattered rows). */
+static inline void opg_prefetch_out(opg_o_t* out, ptrdiff_t i, ptrdiff_t K) {
+    const char* r = (const char*)(out + i * K);
+    for (ptrdiff_t off = 0; off < K * (ptrdiff_t)sizeof(opg_o_t); off += 64)
+        __builtin_prefetch(r + off, 1, 3);
+}
+
 static inline void opg_finish_rows(const opg_epilogue* ep, opg_o_t* out, ptrdiff_t r0,
                                    ptrdiff_t r1, ptrdiff_t K) {
     if (!ep->on) return;
@@ -129,18 +140,29 @@ static int opg_csr_rows_##SUF(const opg_a_t* data, const IDX* ind, const IDX* pt
     return 0;                                                                             \
 }                                                                                         \
 /* CSC: the entries of rows [r0, r1) of out = a @ b (a has ncols columns, nrows rows);    \
-   1 on a row index out of range (every block checks every index). */                    \
+   1 on a row index out of range (every block checks every index). The loop is bound by   \
+   the latency of the scattered output rows (not by reading b, which streams): the row of \
+   the entry OPG_AHEAD places ahead is prefetched when it is in the block, and one        \
+   unsigned compare tells an entry of the block from the others. */                       \
 static int opg_csc_block_##SUF(const opg_a_t* data, const IDX* ind, const IDX* ptr,       \
                                const opg_b_t* b, opg_o_t* out, ptrdiff_t ncols,           \
                                ptrdiff_t nrows, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t K,  \
                                const opg_epilogue* ep) {                                  \
     if (r1 > r0) memset(out + r0 * K, 0, (size_t)((r1 - r0) * K) * sizeof(opg_o_t));      \
+    uint64_t span = (uint64_t)(r1 - r0);                                                  \
+    ptrdiff_t end = ptr[ncols];                                                           \
     for (ptrdiff_t j = 0; j < ncols; j++) {                                               \
         const opg_b_t* brow = b + j * K;                                                  \
         for (ptrdiff_t jj = ptr[j]; jj < ptr[j + 1]; jj++) {                              \
             IDX i = ind[jj];                                                              \
-            if ((uint64_t)(int64_t)i >= (uint64_t)nrows) return 1;                        \
-            if (i < r0 || i >= r1) continue;                                              \
+            if (jj + OPG_AHEAD < end) {                                                   \
+                uint64_t ahead = (uint64_t)((int64_t)ind[jj + OPG_AHEAD] - (int64_t)r0);  \
+                if (ahead < span) opg_prefetch_out(out, r0 + (ptrdiff_t)ahead, K);        \
+            }                                                                             \
+            if ((uint64_t)((int64_t)i - (int64_t)r0) >= span) {                           \
+                if ((uint64_t)(int64_t)i >= (uint64_t)nrows) return 1;                    \
+                continue;                                                                 \
+            }                                                                             \
             opg_axpy(K, (opg_o_t)data[jj], brow, out + (ptrdiff_t)i * K);                 \
         }                                                                                 \
     }                                                                                     \
