@@ -19,10 +19,9 @@ import opgraph.tensor as T
 from opgraph import sparse
 from opgraph.compile.mode import Mode
 from opgraph.graph.basic import Variable
-from opgraph.tensor.gradcheck import verify_grad
 from opgraph.testing.checks import check_infer_shape
 from opgraph_sparse import arith
-from opgraph_sparse.basic import DenseFromSparse, SparseFromDense, is_sparse_variable, mul_s_d
+from opgraph_sparse.basic import mul_s_d
 from opgraph_sparse.testing import verify_grad_sparse
 from opgraph_sparse.type import SparseType
 
@@ -215,23 +214,6 @@ def test_integer_dtypes_as_theano_allowed() -> None:
 # -- gradients ------------------------------------------------------------------------------
 
 
-def verify_regular_grad(op: Any, pt: list[Any]) -> None:
-    """``verify_grad_sparse(op, pt)`` (every entry perturbed), with C-ordered dense points.
-
-    ``csc.toarray()`` is Fortran-ordered, and core's finite differences perturb a reshaped
-    copy of such an array (so the numeric gradient is 0): the lead fixes that in
-    ``opgraph.tensor.gradcheck``; until then the points are made C-ordered here.
-    """
-    dense = [np.array(p.toarray() if sp.issparse(p) else p, order="C") for p in pt]
-    convert = [SparseFromDense(p.format) if sp.issparse(p) else (lambda v: v) for p in pt]
-
-    def fun(*inputs: Variable) -> Variable:
-        out = op(*[c(v) for c, v in zip(convert, inputs, strict=True)])
-        return DenseFromSparse(structured=False)(out) if is_sparse_variable(out) else out
-
-    verify_grad(fun, dense)
-
-
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_gradients_by_finite_differences(fmt: str, dtype: str) -> None:
@@ -241,13 +223,13 @@ def test_gradients_by_finite_differences(fmt: str, dtype: str) -> None:
     vv = rng.uniform(0.5, 2, 4).astype(dtype)
     a2 = a.copy()
     a2.data = rng.uniform(-1, 1, a.nnz).astype(dtype)
-    verify_regular_grad(arith.add_s_s, [a, b])
+    verify_grad_sparse(arith.add_s_s, [a, b])
     verify_grad_sparse(arith.add_s_s_data, [a, a2], structured=True)
     verify_grad_sparse(arith.add_s_d, [a, dv], structured=True)
     verify_grad_sparse(arith.structured_add_s_v, [a, vv], structured=True)
-    verify_regular_grad(arith.mul_s_s, [a, b])
-    verify_regular_grad(arith.mul_s_v, [a, vv])
-    verify_regular_grad(arith.sub, [a, b])
+    verify_grad_sparse(arith.mul_s_s, [a, b])
+    verify_grad_sparse(arith.mul_s_v, [a, vv])
+    verify_grad_sparse(arith.sub, [a, b])
     verify_grad_sparse(arith.sub, [dv, a], structured=True)
 
 
@@ -264,7 +246,7 @@ def test_the_gradient_of_a_dense_scalar_factor_is_a_scalar(fmt: str) -> None:
         assert np.shape(r_s) == ()
         np.testing.assert_allclose(r_s, a.sum(), rtol=1e-12)
         np.testing.assert_allclose(r_x.toarray(), np.full((3, 4), 3.0), rtol=1e-12)  # regular
-    verify_regular_grad(lambda m, k: arith.mul(m, k), [a, np.asarray(1.7)])
+    verify_grad_sparse(lambda m, k: arith.mul(m, k), [a, np.asarray(1.7)])
 
 
 def test_add_s_d_gradient_is_structured_for_the_sparse_operand() -> None:

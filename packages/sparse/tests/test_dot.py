@@ -26,9 +26,7 @@ from opgraph import sparse
 from opgraph.compile.mode import Mode
 from opgraph.scalar.type import upcast
 from opgraph.tensor.autodiff import NullTypeGradError
-from opgraph.tensor.gradcheck import verify_grad
 from opgraph.testing.checks import check_infer_shape
-from opgraph_sparse import testing as sparse_testing
 from opgraph_sparse.basic import is_sparse_variable
 from opgraph_sparse.dot import (
     Dot,
@@ -62,22 +60,6 @@ DTYPE_PAIRS = [
     ("int64", "int64"),
 ]
 MODES = {"default": None, "py": Mode(linker="py"), "debug": "DEBUG_MODE"}
-
-
-@pytest.fixture(autouse=True)
-def _c_ordered_grad_points(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Give ``verify_grad`` C-ordered points.
-
-    ``opgraph.tensor.gradcheck._central_differences`` perturbs ``x.reshape(-1)``, a copy for
-    an F-ordered array (``csc.toarray()`` is one), so the numeric gradient of such a point
-    reads 0. Reported to the lead; this wrapper can go once verify_grad copies with
-    ``order="C"``.
-    """
-
-    def c_ordered(fun: Any, pt: Any, **kwargs: Any) -> None:
-        verify_grad(fun, [np.ascontiguousarray(p) for p in pt], **kwargs)
-
-    monkeypatch.setattr(sparse_testing, "verify_grad", c_ordered)
 
 
 @pytest.fixture(autouse=True)

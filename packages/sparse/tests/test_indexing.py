@@ -22,7 +22,6 @@ import opgraph_sparse.api
 from opgraph import sparse
 from opgraph.compile.mode import Mode
 from opgraph.graph.basic import Variable
-from opgraph.tensor.basic import _AsTensorError
 from opgraph.testing.checks import check_infer_shape
 from opgraph_sparse import indexing as ix
 from opgraph_sparse.testing import verify_grad_sparse
@@ -50,17 +49,8 @@ def assert_of_type(var: Variable, value: Any) -> None:
     assert var.type.filter(value, strict=True) is value
 
 
-class _COrderCSC(sp.csc_matrix):
-    """A csc matrix whose ``toarray`` is C-ordered: verify_grad perturbs
-    ``point.reshape(-1)``, a copy for the Fortran-ordered array of csc's ``toarray``."""
-
-    def toarray(self, order: Any = None, out: Any = None) -> np.ndarray:
-        return super().toarray(order="C", out=out)
-
-
 def check_grad(op: Callable[..., Any], pt: list[Any], structured: bool = False) -> None:
-    """``verify_grad_sparse(op, pt, structured)`` with csc points given C-ordered."""
-    pt = [_COrderCSC(p) if sp.issparse(p) and p.format == "csc" else p for p in pt]
+    """``verify_grad_sparse(op, pt, structured)``."""
     verify_grad_sparse(op, pt, structured=structured)
 
 
@@ -272,13 +262,7 @@ def test_sparse_grad_gives_the_dense_gradient_as_sparse(monkeypatch: pytest.Monk
     idx = T.lvector("idx")
     w = np.arange(1.0, 13.0).reshape(4, 3)
     dense_g = opgraph.grad((m[idx] ** 2 * w).sum(), m)
-    try:
-        sparse_g = opgraph.grad((opgraph.sparse_grad(m[idx]) ** 2 * w).sum(), m)
-    except _AsTensorError:
-        pytest.xfail(
-            "core's autodiff._match_type converts every gradient of a dense input "
-            "to a tensor, so a sparse gradient is refused (lead fix pending)"
-        )
+    sparse_g = opgraph.grad((opgraph.sparse_grad(m[idx]) ** 2 * w).sum(), m)
     assert sparse_g.type == SparseType("csc", "float64")
     mv = np.random.default_rng(0).uniform(size=(5, 3))
     iv = np.array([4, 0, 4, -1])

@@ -82,19 +82,8 @@ def dense(value: Any) -> np.ndarray:
     return value.toarray() if sp.issparse(value) else np.asarray(value)
 
 
-class _COrderCSC(sp.csc_matrix):
-    """A csc matrix whose ``toarray`` is C-ordered. verify_grad's finite differences perturb
-    ``point.reshape(-1)``, which is a copy for the Fortran-ordered array that csc's
-    ``toarray`` gives, so every numeric derivative of an unstructured csc point came out 0.
-    (Harmless once the point is made contiguous upstream.)"""
-
-    def toarray(self, order: Any = None, out: Any = None) -> np.ndarray:
-        return super().toarray(order="C", out=out)
-
-
 def check_grad(op: Callable[..., Any], pt: list[Any], structured: bool = False) -> None:
-    """``verify_grad_sparse(op, pt, structured)`` with csc points given C-ordered."""
-    pt = [_COrderCSC(p) if sp.issparse(p) and p.format == "csc" else p for p in pt]
+    """``verify_grad_sparse(op, pt, structured)``."""
     verify_grad_sparse(op, pt, structured=structured)
 
 
