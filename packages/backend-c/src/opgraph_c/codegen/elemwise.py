@@ -29,6 +29,7 @@ once, instead of one module each.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -162,6 +163,22 @@ def _emit(
     return final
 
 
+_TEMP = re.compile(r"\bt\d+\b")
+
+
+def _live(lines: Sequence[str], results: Sequence[str]) -> list[str]:
+    """``lines`` without the temporaries nothing reads: ``second(x, y)`` reads only ``y``,
+    and an unused variable is a compiler warning (an error under ``-Werror``)."""
+    used = set(_TEMP.findall(" ".join(results)))
+    kept = []
+    for line in reversed(lines):
+        name, expr = line.split(" = ", 1)
+        if name.split()[-1] in used:
+            kept.append(line)
+            used.update(_TEMP.findall(expr.split("  /*", 1)[0]))
+    return kept[::-1]
+
+
 def element_function(
     scalar_op: ScalarOp, in_dtypes: Sequence[str], out_dtypes: Sequence[str]
 ) -> str | None:
@@ -175,7 +192,7 @@ def element_function(
         return None
     params = [f"{CTYPES[d]} i{k}" for k, d in enumerate(in_dtypes)]
     params += [f"{CTYPES[d]} *o{k}" for k, d in enumerate(out_dtypes)]
-    body = [f"    {line}" for line in fn.lines]
+    body = [f"    {line}" for line in _live(fn.lines, results)]
     body += [f"    *o{k} = {r};" for k, r in enumerate(results)]
     return "\n".join([f"static inline void opg_elem({', '.join(params)}) {{", *body, "}"])
 
