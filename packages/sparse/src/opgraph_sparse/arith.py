@@ -23,18 +23,17 @@ from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.type import TensorType
 from opgraph_sparse import structure
 from opgraph_sparse.basic import (
-    SparseFromDense,
     as_sparse_or_tensor_variable,
-    as_sparse_variable,
     cast,
-    check_format,
     check_value,
     continuous_dtypes,
-    dense_from_sparse,
+    exact_value,
+    fit_gradient,
     is_sparse_variable,
     mul_s_d,
     sp_ones_like,
     sp_zeros_like,
+    sparse_input,
 )
 from opgraph_sparse.type import SparseType, describe_value
 
@@ -90,16 +89,6 @@ __all__ = [
 # -- helpers shared by the Ops ---------------------------------------------------------------
 
 
-def _sparse_input(op: Op, x: Any, what: str) -> Variable:
-    """``x`` as a csr/csc Variable, or a TypeError naming ``op`` and the input."""
-    try:
-        x = as_sparse_variable(x)
-    except TypeError as err:
-        raise TypeError(f"{op}: {what} must be sparse. {err}") from None
-    check_format(op, x)
-    return x
-
-
 def _dense_input(op: Op, y: Any, what: str, ndims: tuple[int, ...]) -> Variable:
     """``y`` as a dense Variable of one of ``ndims`` dimensions, or a TypeError."""
     if is_sparse_variable(y) or scipy.sparse.issparse(y):
@@ -120,28 +109,6 @@ def _same_shape(op: Op, x: Any, y: Any) -> None:
         raise ValueError(
             f"{op}: the operands must have the same shape, got {x.shape} and {y.shape}"
         )
-
-
-def _as_class(value: Any, cls: type, dtype: str) -> Any:
-    """``value`` (a scipy result) as an instance of ``cls`` holding ``dtype``."""
-    if not isinstance(value, cls):
-        value = cls(value)
-    if str(value.dtype) != dtype:
-        value = value.astype(dtype)
-    return value
-
-
-def _fit(var: Variable, like: Variable) -> Variable:
-    """A sparse gradient ``var`` given ``like``'s format and (continuous) dtype.
-
-    A format change goes through a dense matrix (no direct csr/csc conversion Op exists);
-    it only happens when the two operands of an Op have different formats.
-    """
-    if var.type.format != like.type.format:
-        var = SparseFromDense(like.type.format)(dense_from_sparse(var))
-    if like.type.dtype in continuous_dtypes and var.type.dtype != like.type.dtype:
-        var = cast(var, like.type.dtype)
-    return var
 
 
 def _pattern_columns(op: Op, x: Any) -> np.ndarray:
@@ -190,8 +157,8 @@ class AddSS(Op):
     __props__ = ()
 
     def make_node(self, x: Any, y: Any) -> Apply:
-        x = _sparse_input(self, x, "x")
-        y = _sparse_input(self, y, "y")
+        x = sparse_input(self, x, "x")
+        y = sparse_input(self, y, "y")
         dtype = upcast(x.type.dtype, y.type.dtype)
         return Apply(self, [x, y], [SparseType(x.type.format, dtype)()])
 
@@ -200,12 +167,12 @@ class AddSS(Op):
         check_value(self, node, 0, x)
         check_value(self, node, 1, y)
         _same_shape(self, x, y)
-        out[0][0] = _as_class(x + y, type(x), node.outputs[0].type.dtype)
+        out[0][0] = exact_value(x + y, node.outputs[0].type)
 
     def grad(self, inputs: list[Variable], gout: list[Variable]) -> list[Variable]:
         x, y = inputs
         (gz,) = gout
-        return [_fit(gz, x), _fit(gz, y)]
+        return [fit_gradient(gz, x), fit_gradient(gz, y)]
 
     def infer_shape(self, node: Apply, shapes: list[Any]) -> list[Any]:
         return [shapes[0]]
@@ -221,8 +188,8 @@ class AddSSData(Op):
     __props__ = ()
 
     def make_node(self, x: Any, y: Any) -> Apply:
-        x = _sparse_input(self, x, "x")
-        y = _sparse_input(self, y, "y")
+        x = sparse_input(self, x, "x")
+        y = sparse_input(self, y, "y")
         if x.type != y.type:
             raise TypeError(
                 f"{self}: x and y must have the same format and dtype, got {x.type} and "
@@ -265,7 +232,7 @@ class AddSD(Op):
     __props__ = ()
 
     def make_node(self, x: Any, y: Any) -> Apply:
-        x = _sparse_input(self, x, "x")
+        x = sparse_input(self, x, "x")
         y = _dense_input(self, y, "y", (2,))
         dtype = upcast(x.type.dtype, y.type.dtype)
         return Apply(self, [x, y], [TensorType(dtype, y.type.broadcastable)()])
@@ -279,7 +246,7 @@ class AddSD(Op):
     def grad(self, inputs: list[Variable], gout: list[Variable]) -> list[Variable]:
         x = inputs[0]
         (gz,) = gout
-        return [_fit(mul_s_d(sp_ones_like(x), gz), x), gz]
+        return [fit_gradient(mul_s_d(sp_ones_like(x), gz), x), gz]
 
     def infer_shape(self, node: Apply, shapes: list[Any]) -> list[Any]:
         return [shapes[1]]
@@ -301,7 +268,7 @@ class StructuredAddSV(Op):
     __props__ = ()
 
     def make_node(self, x: Any, y: Any) -> Apply:
-        x = _sparse_input(self, x, "x")
+        x = sparse_input(self, x, "x")
         y = _dense_input(self, y, "y", (1,))
         if x.type.dtype != y.type.dtype:
             raise TypeError(
@@ -383,8 +350,8 @@ class MulSS(Op):
     __props__ = ()
 
     def make_node(self, x: Any, y: Any) -> Apply:
-        x = _sparse_input(self, x, "x")
-        y = _sparse_input(self, y, "y")
+        x = sparse_input(self, x, "x")
+        y = sparse_input(self, y, "y")
         dtype = upcast(x.type.dtype, y.type.dtype)
         return Apply(self, [x, y], [SparseType(x.type.format, dtype)()])
 
@@ -393,12 +360,12 @@ class MulSS(Op):
         check_value(self, node, 0, x)
         check_value(self, node, 1, y)
         _same_shape(self, x, y)
-        out[0][0] = _as_class(x.multiply(y), type(x), node.outputs[0].type.dtype)
+        out[0][0] = exact_value(x.multiply(y), node.outputs[0].type)
 
     def grad(self, inputs: list[Variable], gout: list[Variable]) -> list[Variable]:
         x, y = inputs
         (gz,) = gout
-        return [_fit(mul_s_s(gz, y), x), _fit(mul_s_s(gz, x), y)]
+        return [fit_gradient(mul_s_s(gz, y), x), fit_gradient(mul_s_s(gz, x), y)]
 
     def infer_shape(self, node: Apply, shapes: list[Any]) -> list[Any]:
         return [shapes[0]]
@@ -414,7 +381,7 @@ class MulSV(Op):
     __props__ = ()
 
     def make_node(self, x: Any, y: Any) -> Apply:
-        x = _sparse_input(self, x, "x")
+        x = sparse_input(self, x, "x")
         y = _dense_input(self, y, "y", (1,))
         if x.type.dtype != y.type.dtype:
             raise TypeError(
@@ -442,7 +409,7 @@ class MulSV(Op):
         gz_c = gz if gz.type.dtype == dtype else cast(gz, dtype)
         y_c = y if y.type.dtype == dtype else y.astype(dtype)  # type: ignore[attr-defined]
         gy = structure.sp_sum(mul_s_s(x, gz), axis=0, sparse_grad=True)
-        return [_fit(mul_s_v(gz_c, y_c), x), gy]
+        return [fit_gradient(mul_s_v(gz_c, y_c), x), gy]
 
     def infer_shape(self, node: Apply, shapes: list[Any]) -> list[Any]:
         return [shapes[0]]
@@ -486,8 +453,8 @@ class _ComparisonSS(Op):
         raise TypeError(f"{type(self).__name__} is an abstract comparison")
 
     def make_node(self, x: Any, y: Any) -> Apply:
-        x = _sparse_input(self, x, "x")
-        y = _sparse_input(self, y, "y")
+        x = sparse_input(self, x, "x")
+        y = sparse_input(self, y, "y")
         if x.type.format != y.type.format:
             raise TypeError(
                 f"{self}: x and y must have the same format, got {x.type.format} and "
@@ -504,7 +471,7 @@ class _ComparisonSS(Op):
             # scipy warns that some comparisons store many values: that is their result.
             warnings.simplefilter("ignore", scipy.sparse.SparseEfficiencyWarning)
             result = self.comparison(x, y)
-        out[0][0] = _as_class(result, type(x), "uint8")
+        out[0][0] = exact_value(result, node.outputs[0].type)
 
     def infer_shape(self, node: Apply, shapes: list[Any]) -> list[Any]:
         return [shapes[0]]
@@ -521,7 +488,7 @@ class _ComparisonSD(Op):
         raise TypeError(f"{type(self).__name__} is an abstract comparison")
 
     def make_node(self, x: Any, y: Any) -> Apply:
-        x = _sparse_input(self, x, "x")
+        x = sparse_input(self, x, "x")
         y = _dense_input(self, y, "y", (2,))
         return Apply(self, [x, y], [TensorType("uint8", (False, False))()])
 

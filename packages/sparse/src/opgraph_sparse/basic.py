@@ -191,6 +191,44 @@ def check_value(op: Op, node: Apply, k: int, value: Any) -> None:
         raise TypeError(f"{op}: input {k} ({var}) must be {var.type}, got {describe_value(value)}")
 
 
+def sparse_input(
+    op: Op, x: Any, what: str = "the input", formats: tuple[str, ...] = ("csr", "csc")
+) -> Variable:
+    """``x`` as a sparse Variable of one of ``formats``, or a TypeError naming ``op`` and
+    ``what`` (the input's role: "the matrix to index", "x", ...)."""
+    try:
+        x = as_sparse_variable(x)
+    except TypeError as err:
+        raise TypeError(f"{op}: {what} must be sparse: {err}") from None
+    check_format(op, x, formats)
+    return x
+
+
+def exact_value(value: Any, out_type: SparseType) -> Any:
+    """``value`` (a scipy result) as an instance of ``out_type``'s class and dtype, which is
+    what an Op's output must be (scipy returns other formats and upcast dtypes)."""
+    cls = SparseType.format_cls[out_type.format]
+    if not isinstance(value, cls):
+        value = cls(value)
+    if str(value.dtype) != out_type.dtype:
+        value = value.astype(out_type.dtype)
+    return value
+
+
+def fit_gradient(g: Variable, like: Variable) -> Variable:
+    """The sparse gradient ``g`` in sparse ``like``'s format and (continuous) dtype.
+
+    A format change goes through a dense matrix (no csr/csc conversion Op exists); it only
+    happens when an Op's operands have different formats. An integer ``like`` keeps the
+    gradient's float dtype.
+    """
+    if g.type.format != like.type.format:
+        g = SparseFromDense(like.type.format)(dense_from_sparse(g))
+    if like.type.dtype in continuous_dtypes and g.type.dtype != like.type.dtype:
+        g = cast(g, like.type.dtype)
+    return g
+
+
 # -- the compressed format's arrays ----------------------------------------------------------
 
 

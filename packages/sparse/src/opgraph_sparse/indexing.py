@@ -29,12 +29,12 @@ from opgraph.tensor.subtensor_advanced import AdvancedSubtensor1, NoneConst, adv
 from opgraph.tensor.subtensor_basic import slice_length
 from opgraph.tensor.type import TensorType
 from opgraph_sparse.basic import (
-    as_sparse_variable,
-    check_format,
     check_value,
     dense_from_sparse,
     discrete_dtypes,
+    exact_value,
     is_sparse_variable,
+    sparse_input,
 )
 from opgraph_sparse.type import SparseType, is_sparse
 
@@ -97,32 +97,12 @@ def _wrap(op: Op, index: Any, length: int, what: str) -> np.ndarray:
     return np.where(idx < 0, idx + length, idx).astype(np.intp, copy=False)
 
 
-def _exact(value: Any, out_type: SparseType) -> Any:
-    """``value`` (sparse) as an instance of ``out_type``'s scipy class and dtype."""
-    cls = SparseType.format_cls[out_type.format]
-    if not isinstance(value, cls):
-        value = cls(value)
-    if str(value.dtype) != out_type.dtype:
-        value = value.astype(out_type.dtype)
-    return value
-
-
 def _scatter(
     rows: np.ndarray, cols: np.ndarray, data: np.ndarray, shape: tuple[int, int], out_type: Any
 ) -> Any:
     """A matrix of ``out_type`` holding ``data`` at ``(rows, cols)``, duplicates summed."""
     coo = scipy.sparse.coo_matrix((data, (rows, cols)), shape=shape)
-    return _exact(coo.asformat(out_type.format), out_type)
-
-
-def _sparse_input(op: Op, x: Any) -> Variable:
-    """``x`` as a csr/csc sparse variable, or a TypeError naming ``op``."""
-    try:
-        x = as_sparse_variable(x)
-    except TypeError as err:
-        raise TypeError(f"{op}: the matrix to index must be sparse: {err}") from err
-    check_format(op, x)
-    return x
+    return exact_value(coo.asformat(out_type.format), out_type)
 
 
 # -- rows picked by a list -------------------------------------------------------------------
@@ -136,7 +116,7 @@ class GetItemList(Op):
     __props__ = ()
 
     def make_node(self, x: Any, index: Any) -> Apply:
-        x = _sparse_input(self, x)
+        x = sparse_input(self, x, "the matrix to index")
         ind = _int_index(self, index, 1, "the row index")
         return Apply(self, [x, ind], [x.type()])
 
@@ -144,7 +124,7 @@ class GetItemList(Op):
         x, index = inputs
         check_value(self, node, 0, x)
         rows = _wrap(self, index, x.shape[0], "row index")
-        out[0][0] = _exact(x[rows], node.outputs[0].type)
+        out[0][0] = exact_value(x[rows], node.outputs[0].type)
 
     def infer_shape(self, node: Apply, shapes: list[Any]) -> list[Any]:
         return [(shapes[1][0], shapes[0][1])]
@@ -168,8 +148,8 @@ class GetItemListGrad(Op):
     __props__ = ()
 
     def make_node(self, x: Any, index: Any, gz: Any) -> Apply:
-        x = _sparse_input(self, x)
-        gz = _sparse_input(self, gz)
+        x = sparse_input(self, x, "the matrix to index")
+        gz = sparse_input(self, gz, "the matrix to index")
         ind = _int_index(self, index, 1, "the row index")
         return Apply(self, [x, ind, gz], [x.type()])
 
@@ -202,7 +182,7 @@ class GetItem2Lists(Op):
     __props__ = ()
 
     def make_node(self, x: Any, ind1: Any, ind2: Any) -> Apply:
-        x = _sparse_input(self, x)
+        x = sparse_input(self, x, "the matrix to index")
         ind1 = _int_index(self, ind1, 1, "the row index")
         ind2 = _int_index(self, ind2, 1, "the column index")
         return Apply(self, [x, ind1, ind2], [TensorType(x.type.dtype, (False,))()])
@@ -247,7 +227,7 @@ class GetItem2ListsGrad(Op):
     __props__ = ()
 
     def make_node(self, x: Any, ind1: Any, ind2: Any, gz: Any) -> Apply:
-        x = _sparse_input(self, x)
+        x = sparse_input(self, x, "the matrix to index")
         ind1 = _int_index(self, ind1, 1, "the row index")
         ind2 = _int_index(self, ind2, 1, "the column index")
         gz = as_tensor_variable(gz)
@@ -302,7 +282,7 @@ class GetItem2d(Op):
     __props__ = ()
 
     def make_node(self, x: Any, index: Any) -> Apply:
-        x = _sparse_input(self, x)
+        x = sparse_input(self, x, "the matrix to index")
         if not isinstance(index, tuple | list):
             index = (index,)
         if len(index) not in (1, 2):
@@ -333,7 +313,7 @@ class GetItem2d(Op):
             raise ValueError(f"{self}: a slice step cannot be zero")
         rows = slice(*bounds[0:3])
         cols = slice(*bounds[3:6])
-        value = _exact(x[rows, cols], node.outputs[0].type)
+        value = exact_value(x[rows, cols], node.outputs[0].type)
         if value is x or np.may_share_memory(value.data, x.data):
             value = value.copy()
         out[0][0] = value
@@ -386,7 +366,7 @@ class GetItemScalar(Op):
     __props__ = ()
 
     def make_node(self, x: Any, index: Any) -> Apply:
-        x = _sparse_input(self, x)
+        x = sparse_input(self, x, "the matrix to index")
         if not isinstance(index, tuple | list) or len(index) != 2:
             raise IndexError(f"{self}: the index must be a pair (i, j), got {index!r}")
         if any(isinstance(i, slice) for i in index):

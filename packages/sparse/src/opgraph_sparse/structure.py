@@ -29,14 +29,16 @@ from opgraph_sparse.basic import (
     SparseFromDense,
     as_sparse_variable,
     cast,
-    check_format,
     check_value,
     continuous_dtypes,
     dense_from_sparse,
+    exact_value,
+    fit_gradient,
     is_sparse_variable,
     mul_s_d,
     sp_ones_like,
     sp_zeros_like,
+    sparse_input,
 )
 from opgraph_sparse.indexing import getitem  # noqa: F401  (SparseVariable.__getitem__)
 from opgraph_sparse.type import SparseType
@@ -71,16 +73,6 @@ __all__ = [
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _sparse_input(op: Op, x: Any, formats: tuple[str, ...] = ("csr", "csc")) -> Variable:
-    """``x`` as a sparse variable of one of ``formats``, or a TypeError naming ``op``."""
-    try:
-        x = as_sparse_variable(x)
-    except TypeError as err:
-        raise TypeError(f"{op}: expected a sparse matrix: {err}") from err
-    check_format(op, x, formats)
-    return x
-
-
 def _vector_input(op: Op, s: Any, what: str) -> Variable:
     """``s`` as a dense vector variable, or a TypeError naming ``op``."""
     if is_sparse_variable(s):
@@ -89,26 +81,6 @@ def _vector_input(op: Op, s: Any, what: str) -> Variable:
     if s.type.ndim != 1:
         raise TypeError(f"{op}: {what} must be a vector, got {s} of type {s.type}")
     return s
-
-
-def _exact(value: Any, out_type: SparseType) -> Any:
-    """``value`` (sparse) as an instance of ``out_type``'s scipy class and dtype."""
-    cls = SparseType.format_cls[out_type.format]
-    if not isinstance(value, cls):
-        value = cls(value)
-    if str(value.dtype) != out_type.dtype:
-        value = value.astype(out_type.dtype)
-    return value
-
-
-def _fit(g: Variable, x: Variable) -> Variable:
-    """The sparse gradient ``g`` in sparse ``x``'s dtype and format (a format change, rare:
-    gradients come in their variable's format, goes through a dense matrix)."""
-    if g.type.dtype != x.type.dtype:
-        g = cast(g, x.type.dtype)
-    if g.type.format != x.type.format:
-        g = SparseFromDense(x.type.format)(dense_from_sparse(g))
-    return g
 
 
 def _fit_dense(g: Variable, dtype: str) -> Variable:
@@ -133,14 +105,14 @@ class Transpose(Op):
         return "SparseTranspose"
 
     def make_node(self, x: Any) -> Apply:
-        x = _sparse_input(self, x)
+        x = sparse_input(self, x)
         out = SparseType(self.format_map[x.type.format], x.type.dtype)()
         return Apply(self, [x], [out])
 
     def perform(self, node: Apply, inputs: list[Any], out: list[list[Any]]) -> None:
         (x,) = inputs
         check_value(self, node, 0, x)
-        out[0][0] = _exact(x.transpose(copy=False), node.outputs[0].type)
+        out[0][0] = exact_value(x.transpose(copy=False), node.outputs[0].type)
 
     def grad(self, inputs: list[Variable], gout: list[Variable]) -> list[Variable]:
         (gz,) = gout
@@ -162,13 +134,13 @@ class Neg(Op):
         return "SparseNeg"
 
     def make_node(self, x: Any) -> Apply:
-        x = _sparse_input(self, x)
+        x = sparse_input(self, x)
         return Apply(self, [x], [x.type()])
 
     def perform(self, node: Apply, inputs: list[Any], out: list[list[Any]]) -> None:
         (x,) = inputs
         check_value(self, node, 0, x)
-        out[0][0] = _exact(-x, node.outputs[0].type)
+        out[0][0] = exact_value(-x, node.outputs[0].type)
 
     def grad(self, inputs: list[Variable], gout: list[Variable]) -> list[Variable]:
         (gz,) = gout
@@ -192,7 +164,7 @@ class ColScaleCSC(Op):
     __props__ = ()
 
     def make_node(self, x: Any, s: Any) -> Apply:
-        x = _sparse_input(self, x, ("csc",))
+        x = sparse_input(self, x, formats=("csc",))
         s = _vector_input(self, s, "the scale")
         return Apply(self, [x, s], [x.type()])
 
@@ -207,12 +179,12 @@ class ColScaleCSC(Op):
         cols = np.repeat(np.arange(x.shape[1]), np.diff(x.indptr))
         data = (x.data * s[cols]).astype(x.dtype, copy=False)
         y = scipy.sparse.csc_matrix((data, x.indices.copy(), x.indptr.copy()), shape=x.shape)
-        out[0][0] = _exact(y, node.outputs[0].type)
+        out[0][0] = exact_value(y, node.outputs[0].type)
 
     def grad(self, inputs: list[Variable], gout: list[Variable]) -> list[Variable]:
         x, s = inputs
         (gz,) = gout
-        gx = _fit(col_scale(gz, s), x)
+        gx = fit_gradient(col_scale(gz, s), x)
         gs = sp_sum(mul_s_d(x, dense_from_sparse(gz)), axis=0)
         return [gx, _fit_dense(gs, s.type.dtype)]
 
@@ -228,7 +200,7 @@ class RowScaleCSC(Op):
     __props__ = ()
 
     def make_node(self, x: Any, s: Any) -> Apply:
-        x = _sparse_input(self, x, ("csc",))
+        x = sparse_input(self, x, formats=("csc",))
         s = _vector_input(self, s, "the scale")
         return Apply(self, [x, s], [x.type()])
 
@@ -242,12 +214,12 @@ class RowScaleCSC(Op):
             )
         data = (x.data * s[x.indices]).astype(x.dtype, copy=False)
         y = scipy.sparse.csc_matrix((data, x.indices.copy(), x.indptr.copy()), shape=x.shape)
-        out[0][0] = _exact(y, node.outputs[0].type)
+        out[0][0] = exact_value(y, node.outputs[0].type)
 
     def grad(self, inputs: list[Variable], gout: list[Variable]) -> list[Variable]:
         x, s = inputs
         (gz,) = gout
-        gx = _fit(row_scale(gz, s), x)
+        gx = fit_gradient(row_scale(gz, s), x)
         gs = sp_sum(mul_s_d(x, dense_from_sparse(gz)), axis=1)
         return [gx, _fit_dense(gs, s.type.dtype)]
 
@@ -303,7 +275,7 @@ class SpSum(Op):
         return f"SpSum{{axis={self.axis}}}"
 
     def make_node(self, x: Any) -> Apply:
-        x = _sparse_input(self, x)
+        x = sparse_input(self, x)
         bcast = () if self.axis is None else (False,)
         return Apply(self, [x], [TensorType(x.type.dtype, bcast)()])
 
@@ -330,7 +302,7 @@ class SpSum(Op):
                 r = col_scale(ones, gz)
             else:
                 r = row_scale(ones, gz)
-            return [_fit(r, x)]
+            return [fit_gradient(r, x)]
         ones = tm.ones_like(dense_from_sparse(x))
         if self.axis is None:
             dense = ones * gz
@@ -359,7 +331,7 @@ class Diag(Op):
     __props__ = ()
 
     def make_node(self, x: Any) -> Apply:
-        x = _sparse_input(self, x)
+        x = sparse_input(self, x)
         return Apply(self, [x], [TensorType(x.type.dtype, (False,))()])
 
     def perform(self, node: Apply, inputs: list[Any], out: list[list[Any]]) -> None:
@@ -405,7 +377,7 @@ class SquareDiagonal(Op):
         indices = np.arange(n, dtype=np.int32)
         indptr = np.arange(n + 1, dtype=np.int32)
         value = scipy.sparse.csc_matrix((values.copy(), indices, indptr), shape=(n, n))
-        out[0][0] = _exact(value, node.outputs[0].type)
+        out[0][0] = exact_value(value, node.outputs[0].type)
 
     def grad(self, inputs: list[Variable], gout: list[Variable]) -> list[Variable]:
         (values,) = inputs
@@ -438,7 +410,7 @@ class EnsureSortedIndices(Op):
         return f"EnsureSortedIndices{{{'inplace' if self.inplace else 'no_inplace'}}}"
 
     def make_node(self, x: Any) -> Apply:
-        x = _sparse_input(self, x)
+        x = sparse_input(self, x)
         return Apply(self, [x], [x.type()])
 
     def perform(self, node: Apply, inputs: list[Any], out: list[list[Any]]) -> None:
@@ -477,7 +449,7 @@ class Remove0(Op):
         return f"Remove0{{{'inplace' if self.inplace else ''}}}"
 
     def make_node(self, x: Any) -> Apply:
-        x = _sparse_input(self, x)
+        x = sparse_input(self, x)
         return Apply(self, [x], [x.type()])
 
     def perform(self, node: Apply, inputs: list[Any], out: list[list[Any]]) -> None:
@@ -533,7 +505,7 @@ class HStack(Op):
     def make_node(self, *mat: Any) -> Apply:
         if not mat:
             raise ValueError(f"{self}: cannot join an empty list of sparse matrices")
-        blocks = [_sparse_input(self, x) for x in mat]
+        blocks = [sparse_input(self, x) for x in mat]
         return Apply(self, blocks, [SparseType(self.format, self.dtype)()])
 
     def _check_shapes(self, blocks: Sequence[Any]) -> None:
@@ -553,7 +525,7 @@ class HStack(Op):
         self._check_shapes(inputs)
         join = scipy.sparse.hstack if self._axis == 1 else scipy.sparse.vstack
         value = join(inputs, format=self.format, dtype=self.dtype)
-        out[0][0] = _exact(value, node.outputs[0].type)
+        out[0][0] = exact_value(value, node.outputs[0].type)
 
     def grad(self, inputs: list[Variable], gout: list[Variable]) -> list[Variable]:
         (gz,) = gout
