@@ -165,6 +165,7 @@ code_for_op: dict[type, ScalarCode] = {
     ps.Pow: _pow,
     ps.Neg: lambda dtype, x: f"(-{x})",
     ps.Identity: lambda dtype, x: x,
+    ps.Conj: lambda dtype, x: x,  # the conjugate of a real number (no complex dtype here)
     ps.Abs: _abs,
     ps.Sgn: _sgn,
     ps.Sqr: lambda dtype, x: f"({x} * {x})",
