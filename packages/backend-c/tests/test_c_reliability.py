@@ -30,7 +30,7 @@ from opgraph_c._elemwise import ElemwiseThunk
 
 C = Mode(linker="c")
 
-# ``in_child(fn)`` forks, runs ``fn`` in the child and fails (killing it) on a hang.
+# ``in_child(fn)`` (opgraph.testing.fork) forks, runs ``fn`` in the child and fails on a hang.
 PRELUDE = """
 import os, sys, threading, time
 import numpy as np
@@ -39,28 +39,9 @@ import opgraph.tensor as T
 from opgraph.compile.mode import Mode
 from opgraph.compile.sharedvalue import shared
 from opgraph.configdefaults import config
+from opgraph.testing.fork import in_child
 
 MODE = Mode(linker="c")
-
-def in_child(fn, timeout=20.0):
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            code = 0 if fn() else 2
-        finally:
-            os._exit(code)
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            code = os.waitstatus_to_exitcode(status)
-            assert code == 0, f"the child failed (exit code {code})"
-            return
-        time.sleep(0.02)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    raise SystemExit("HANG: the forked child did not finish")
 """
 
 Run = Callable[..., subprocess.CompletedProcess]
