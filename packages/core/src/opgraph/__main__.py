@@ -143,6 +143,8 @@ def _format_plugin(p: dict[str, Any], width: int, show_all: bool = False) -> lis
         rows.append(("error", p["error"]))
     if p["reason"]:
         rows.append(("reason", p["reason"]))
+    if p.get("state"):
+        rows.append(("state", p["state"]))
     namespaces = [f"{k} -> {v}" for k, v in p["namespaces"].items()]
     preference = [f"{linker} ({prio:g})" for prio, linker in p["linker_preference"]]
     for label, items in (

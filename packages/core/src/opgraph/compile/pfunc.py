@@ -86,6 +86,12 @@ def _check_update(store_into: Any, update_val: Any) -> tuple[SharedVariable, Var
     if not isinstance(update_val, Variable):
         update_val = store_into.type.make_constant(update_val)
     if update_val.type != store_into.type:
+        # As in Theano, the shared variable's type may take the update over (a GPU type
+        # turns a host tensor of its dtype and pattern into a transfer); core types refuse.
+        try:
+            return store_into, store_into.type.filter_variable(update_val, allow_convert=False)
+        except TypeError:
+            pass
         raise TypeError(
             "An update must have the same type as the original shared variable "
             f"(shared_var={store_into}, shared_var.type={store_into.type}, "

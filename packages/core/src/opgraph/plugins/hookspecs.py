@@ -222,3 +222,13 @@ def opgraph_commands() -> Mapping[str, Command | CommandRunner]:
     ``python -m opgraph`` builds its parser. ``plugins`` and ``config`` are opgraph's
     own commands and cannot be taken.
     """
+
+
+@hookspec
+def opgraph_status() -> str | None:
+    """One line on this plugin's state, shown under its name by ``python -m opgraph plugins``.
+
+    For a plugin whose usefulness depends on the machine, e.g. backend-cuda's "GPU: NVIDIA
+    H100 (sm_90) through pycuda" or "GPU unavailable: PyCUDA is not installed ...". Return
+    None to show nothing. Keep it cheap: it is called each time the report is made.
+    """

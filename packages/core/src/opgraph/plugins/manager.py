@@ -583,6 +583,14 @@ class OpgraphPluginManager(pluggy.PluginManager):
             contributed.setdefault(name, {}).setdefault("linker_preference", []).append(
                 [prio, linker]
             )
+        states: dict[str, str] = {}
+        for impl in self.hook.opgraph_status.get_hookimpls():
+            try:
+                line = impl.function()
+            except Exception as exc:  # a broken status line must not break the listing
+                line = f"(its status hook failed: {type(exc).__name__}: {exc})"
+            if line:
+                states[impl.plugin_name] = str(line)
         plugins = []
         for info in self.plugin_infos():
             plugin = self.get_plugin(info.name) if info.status == "loaded" else None
@@ -599,6 +607,7 @@ class OpgraphPluginManager(pluggy.PluginManager):
                     "status": info.status,
                     "error": error,
                     "reason": info.reason,
+                    "state": states.get(info.name),
                     "hooks": hooks,
                     "hookspecs": list(info.hookspecs),
                     "config_flags": list(info.config_flags),

@@ -44,6 +44,7 @@ __all__ = [
     "FromFunctionNodeRewriter",
     "GraphRewriter",
     "NodeRewriter",
+    "RewriteAbort",
     "RewriteWarning",
     "Rewriter",
     "SequentialGraphRewriter",
@@ -62,6 +63,13 @@ FailureCallback = Callable[[BaseException, Any, Apply | None, Any], None]
 
 
 _clock = time.perf_counter
+
+
+class RewriteAbort(Exception):
+    """Raised by a rewrite to stop compiling on purpose, because a flag asked for it (a GPU
+    backend under ``force_device`` without a GPU, ``assert_no_cpu_op=raise``): it is never
+    taken for a rewrite's bug, so ``on_opt_error`` does not turn it into a warning. Subclass
+    it together with the exception type users expect."""
 
 
 class RewriteWarning(UserWarning):
@@ -115,11 +123,14 @@ def rewrite_failure(
 ) -> None:
     """Handle an exception raised while applying ``rewriter`` to ``node``.
 
-    What happens depends on ``config.on_opt_error``: ``warn`` (default) emits a
+    A :class:`RewriteAbort` always propagates. Otherwise what happens depends on
+    ``config.on_opt_error``: ``warn`` (default) emits a
     :class:`RewriteWarning` naming the rewrite, its source location and the node, and lets
     the walker go on; ``raise`` re-raises; ``pdb`` opens the post-mortem debugger, then goes
     on; ``ignore`` goes on silently.
     """
+    if isinstance(exc, RewriteAbort):
+        raise exc
     mode = config.on_opt_error
     name = getattr(rewriter, "name", None) or type(rewriter).__name__
     location = getattr(rewriter, "location", "<unknown>")

@@ -81,6 +81,8 @@ def as_tensor_variable(x: Any, name: str | None = None, ndim: int | None = None)
     if isinstance(x, Variable):
         if isinstance(x.type, ScalarType):
             x = tensor_from_scalar(x)
+        if not isinstance(x.type, TensorType) and hasattr(x, "_as_TensorVariable"):
+            x = x._as_TensorVariable()  # Theano's protocol: a GPU variable gives host_from_gpu
         if not isinstance(x.type, TensorType):
             raise _AsTensorError(
                 f"expected a tensor variable, got {x} of type {x.type}. "
