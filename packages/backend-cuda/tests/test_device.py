@@ -61,7 +61,7 @@ def _run(flags: str, code: str = PROGRAM) -> subprocess.CompletedProcess[str]:
 def _summary(flags: str) -> dict:
     proc = _run(flags)
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]), stderr=proc.stderr)
 
 
 def test_mlp_training_under_device_cuda_matches_the_cpu():
@@ -72,6 +72,8 @@ def test_mlp_training_under_device_cuda_matches_the_cpu():
     assert "GpuFromHost" in gpu["ops"] and "GpuElemwise" in gpu["ops"], gpu["ops"]
     assert "GpuGemm" in gpu["ops"] or "GpuDot22" in gpu["ops"], gpu["ops"]
     assert gpu["costs"][-1] < gpu["costs"][0]
+    if ON_GPU:  # Theano's start-up line (print_active_device)
+        assert "Mapped name None to device cuda0: " in gpu["stderr"]
     # float32 on two devices: the same numbers up to float32 rounding.
     assert gpu["costs"] == pytest.approx(cpu["costs"], rel=2e-4)
     np.testing.assert_allclose(gpu["W2"], cpu["W2"], rtol=2e-3, atol=2e-5)

@@ -7,6 +7,7 @@ later calls raise the same :class:`GpuUnavailable` at once instead of trying aga
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from opgraph import config
@@ -74,10 +75,18 @@ def _start(kind: str) -> Runtime | GpuUnavailable:
         return EmulatorRuntime()
     from opgraph_cuda.runtime.pycuda_runtime import PyCudaRuntime
 
+    ordinal = int(kind.split(":")[1])
     try:
-        return PyCudaRuntime(int(kind.split(":")[1]))
+        runtime = PyCudaRuntime(ordinal)
     except GpuUnavailable as exc:
         return exc
+    if config.print_active_device:  # Theano's line, on stderr
+        print(
+            f"Mapped name None to device cuda{ordinal}: {runtime.device_name} "
+            f"({runtime.pci_bus_id})",
+            file=sys.stderr,
+        )
+    return runtime
 
 
 def device_status() -> str:

@@ -82,6 +82,10 @@ class PyCudaRuntime(Runtime):
         major, minor = self.device.compute_capability()
         self.arch = f"sm_{major}{minor}"
         self.device_name = self.device.name()
+        try:
+            self.pci_bus_id = self.device.pci_bus_id()
+        except Exception:  # older drivers: the bus id is only informative
+            self.pci_bus_id = "?"
         self.sm_count = self.device.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
         self.max_blocks = 32 * self.sm_count
         self.pool = pycuda.tools.DeviceMemoryPool()
