@@ -244,3 +244,31 @@ def test_subprocess_strict_mode_and_autoload_off(site: Path) -> None:
     status = {p["name"]: p["status"] for p in json.loads(result.stdout)["plugins"]}
     assert status["cli_fake_plugin"] == "loaded"
     assert status["cli_missing"] == "skipped"
+
+
+def test_plugins_shows_each_plugins_state_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Stateful:
+        @hookimpl
+        def opgraph_status(self) -> str:
+            return "GPU unavailable: no driver (test)"
+
+    class Broken:
+        @hookimpl
+        def opgraph_status(self) -> str:
+            raise OSError("probe failed")
+
+    use_plugins(
+        monkeypatch,
+        FakeEntryPoint("stateful", Stateful()),
+        FakeEntryPoint("broken", Broken()),
+        FakeEntryPoint("tools", Tools()),
+    )
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU unavailable: no driver (test)" in out.split("stateful", 1)[1].split("broken")[0]
+    assert "(its status hook failed: OSError: probe failed)" in out
+    assert main(["plugins", "--json"]) == 0
+    states = {p["name"]: p["state"] for p in json.loads(capsys.readouterr().out)["plugins"]}
+    assert states["tools"] is None and states["stateful"].startswith("GPU unavailable")

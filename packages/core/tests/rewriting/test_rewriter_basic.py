@@ -15,6 +15,7 @@ from opgraph.graph.fg import FunctionGraph
 from opgraph.graph.op import Op
 from opgraph.graph.type import Type
 from opgraph.rewriting import (
+    RewriteAbort,
     EquilibriumGraphRewriter,
     GraphRewriter,
     NodeRewriter,
@@ -358,6 +359,23 @@ def test_failing_rewrite_raises_with_flag() -> None:
     g = fg(neg(x))
     with change_flags(on_opt_error="raise"), pytest.raises(ZeroDivisionError, match="boom"):
         in2out(local_broken).rewrite(g)
+
+
+class _Refused(ValueError, RewriteAbort):
+    """What a plugin raises when a flag asks it to stop compiling."""
+
+
+@node_rewriter([NegOp])
+def local_refusing(fgraph: Any, node: Apply) -> None:
+    """``neg(x) -> ?`` (always refuses: a flag asked for it)"""
+    raise _Refused("force_device=True and no GPU")
+
+
+@pytest.mark.parametrize("mode", ["warn", "ignore"])
+def test_rewrite_abort_propagates_whatever_on_opt_error_says(mode: str) -> None:
+    g = fg(neg(ftype("x")))
+    with change_flags(on_opt_error=mode), pytest.raises(_Refused, match="force_device"):
+        in2out(local_refusing).rewrite(g)
 
 
 def test_failing_rewrite_ignored_silently() -> None:
