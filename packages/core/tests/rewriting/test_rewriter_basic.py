@@ -15,10 +15,10 @@ from opgraph.graph.fg import FunctionGraph
 from opgraph.graph.op import Op
 from opgraph.graph.type import Type
 from opgraph.rewriting import (
-    RewriteAbort,
     EquilibriumGraphRewriter,
     GraphRewriter,
     NodeRewriter,
+    RewriteAbort,
     RewriteWarning,
     SequentialGraphRewriter,
     TrackerIndex,
