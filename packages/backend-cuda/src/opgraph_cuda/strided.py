@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from opgraph_cuda.compiler import CudaSource, KernelSig
+from opgraph_cuda.kernels.scalar import CTYPES
 from opgraph_cuda.runtime import Runtime
 
 __all__ = ["collapse", "copy_into", "copy_source"]
@@ -23,10 +24,6 @@ __all__ = ["collapse", "copy_into", "copy_source"]
 BLOCK = 256
 _lock = threading.Lock()
 _cache: dict[tuple[str, str, int, str], Any] = {}
-
-
-def _ctype(dtype: np.dtype) -> str:
-    return "opg_bool" if dtype == np.bool_ else f"opg_{dtype.name}"
 
 
 def collapse(
@@ -57,7 +54,7 @@ def collapse(
 
 def copy_source(dst: np.dtype, src: np.dtype, ndim: int) -> CudaSource:
     """The kernel copying (and converting) an ``ndim``-d strided view into another."""
-    dt, st = _ctype(dst), _ctype(src)
+    dt, st = CTYPES[dst.name], CTYPES[src.name]
     names = [f"n{d}" for d in range(ndim)]
     dsts = [f"d{d}" for d in range(ndim)]
     srcs = [f"s{d}" for d in range(ndim)]

@@ -2,8 +2,8 @@
 
 - :mod:`~opgraph_cuda.kernels.scalar`: scalar op -> CUDA C++ expression, and fused
   ``Composite`` graphs as one straight-line device function;
-- :mod:`~opgraph_cuda.kernels.elemwise`: elementwise kernels (contiguous and strided) and
-  ``copy_into``, the strided copy/cast every GpuArray copy uses;
+- :mod:`~opgraph_cuda.kernels.elemwise`: elementwise kernels (contiguous and strided; the
+  strided copy GpuArray uses is :mod:`opgraph_cuda.strided`'s);
 - :mod:`~opgraph_cuda.kernels.reduce`: reductions over any axes (rows, columns, split-K);
 - :mod:`~opgraph_cuda.kernels.nnet`: row-wise softmax, log-softmax and the fused
   softmax/cross-entropy kernels.

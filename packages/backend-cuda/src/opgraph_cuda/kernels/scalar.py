@@ -43,17 +43,11 @@ __all__ = [
 
 #: NumPy dtype -> the prelude's C type.
 CTYPES: dict[str, str] = {
-    "bool": "opg_bool",
-    "int8": "opg_int8",
-    "int16": "opg_int16",
-    "int32": "opg_int32",
-    "int64": "opg_int64",
-    "uint8": "opg_uint8",
-    "uint16": "opg_uint16",
-    "uint32": "opg_uint32",
-    "uint64": "opg_uint64",
-    "float32": "opg_float32",
-    "float64": "opg_float64",
+    dtype: f"opg_{dtype}"
+    for dtype in (
+        *("bool", "int8", "int16", "int32", "int64"),
+        *("uint8", "uint16", "uint32", "uint64", "float32", "float64"),
+    )
 }
 FLOATS = ("float32", "float64")
 SIGNED = ("int8", "int16", "int32", "int64")
