@@ -352,3 +352,49 @@ def test_copies_and_unpickled_functions_keep_the_order(rng):
     for g in (f.copy(), pickle.loads(pickle.dumps(f))):
         for got, w in zip(g(xv), want):
             assert_allclose(got, w)
+
+
+# ---------------------------------------------------------------------------- core's other Ops
+
+
+def test_mrg_uniform_advances_its_state_in_place_only_when_allowed() -> None:
+    from opgraph.compile.io import In
+    from opgraph.sandbox.rng_mrg import MRG_RandomStreams, mrg_uniform
+
+    r = T.imatrix("r")
+    new_r, u = mrg_uniform.new(r, 1, "float32", (7,))
+    mutable = theano.function([In(r, mutable=True)], [new_r, u], mode=FAST_RUN)
+    kept = theano.function([r], [new_r, u], mode=FAST_RUN)
+    assert [n.op.inplace for n in _topo(mutable)] == [True]
+    assert [n.op.inplace for n in _topo(kept)] == [False]
+    state = MRG_RandomStreams(seed=42).rstate.reshape(1, 6).astype("int32")
+    want_r, want_u = kept(state.copy())
+    buffer = state.copy()
+    got_r, got_u = mutable(buffer)
+    np.testing.assert_array_equal(got_u, want_u)
+    np.testing.assert_array_equal(got_r, want_r)
+    assert not np.array_equal(buffer, state)  # the mutable input was advanced in place
+    # The streams' shared state is never overwritten in place (a failed call keeps it).
+    srng = MRG_RandomStreams(seed=3)
+    f = theano.function([], srng.uniform((5,)), mode=FAST_RUN)
+    assert not any(getattr(n.op, "inplace", False) for n in _topo(f))
+    assert not np.array_equal(f(), f())
+
+
+def test_typed_list_ops_work_in_place_where_safe() -> None:
+    import opgraph.typed_list as tl
+    from opgraph.compile.io import In
+
+    L = tl.TypedListType(T.dvector)()
+    x, y = T.dvector("x"), T.dvector("y")
+    grown = tl.reverse(tl.append(tl.append(L, x), y))
+    f = theano.function([In(L, mutable=True), x, y], tl.length(grown), mode=FAST_RUN)
+    assert [getattr(n.op, "inplace", None) for n in _topo(f)] == [True, True, True, None]
+    g = theano.function([L, x, y], tl.length(grown), mode=FAST_RUN)
+    assert not any(getattr(n.op, "inplace", False) for n in _topo(g))
+    h = theano.function([In(L, mutable=True), x, y], grown, mode=NO_INPLACE)
+    items = [np.zeros(2)]
+    assert f(items, np.ones(2), np.full(2, 2.0)) == 3
+    assert g(items, np.ones(2), np.full(2, 2.0)) == 3
+    out = h(items, np.ones(2), np.full(2, 2.0))
+    np.testing.assert_array_equal(np.array(out), [[2.0, 2.0], [1.0, 1.0], [0.0, 0.0]])

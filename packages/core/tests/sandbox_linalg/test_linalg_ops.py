@@ -23,6 +23,7 @@ from opgraph.sandbox.linalg.ops import (
     is_symmetric,
     local_det_chol,
     local_log_pow,
+    local_log_prod_sqr,
     no_transpose_symmetric,
     psd,
     psd_solve_with_chol,
@@ -146,6 +147,62 @@ def test_det_chol_and_log_pow() -> None:
     in2out(local_log_pow).rewrite(fg)
     xv = np.array([0.5, 2.0])
     np.testing.assert_allclose(opgraph.function([x], fg.outputs[0])(xv), 3 * np.log(xv))
+
+
+def test_log_pow_only_where_exact() -> None:
+    """``log(x ** e) -> e * log(x)`` only where both agree for every x, inf, -0.0 and NaN too."""
+    xv = np.array([-2.0, -0.5, 0.0, 0.5, 3.0, np.inf, -np.inf, np.nan])
+    positive = Hint(positive=True)
+    for build, changed in [
+        (lambda x, e: T.log(x**3), True),
+        (lambda x, e: T.log(x**-1), False),
+        (lambda x, e: T.log(x**0.5), False),
+        (lambda x, e: T.log(x**2), False),
+        (lambda x, e: T.log(x**0), False),
+        (lambda x, e: T.log(x**e), False),
+        (lambda x, e: T.log(psd(x) ** 2), False),
+        (lambda x, e: T.log(positive(x) ** 2), True),
+        (lambda x, e: T.log(positive(x) ** e), True),
+    ]:
+        x, e = T.dvector("x"), T.dscalar("e")
+        fg = FunctionGraph([x, e], [build(x, e)])
+        in2out(local_log_pow).rewrite(fg)
+        assert (fg.outputs[0].owner.op != T.log) == changed
+        if build(x, e).owner.inputs[0].owner.inputs[0].owner is not None:
+            continue  # a hinted base: positive is promised, not checked
+        with np.errstate(all="ignore"):
+            got = opgraph.function(fg.inputs, fg.outputs[0], on_unused_input="ignore")(xv, 2.0)
+            power = opgraph.function([x, e], build(x, e).owner.inputs[0], on_unused_input="ignore")
+            want = np.log(power(xv, 2.0))
+        np.testing.assert_allclose(got, want, equal_nan=True)
+
+
+def test_log_prod_sqr() -> None:
+    """``log(prod(p)) -> sum(log(p))`` for a positive ``p`` only: no underflow to -inf."""
+    x = T.dvector("x")
+    fg = FunctionGraph([x], [T.log(T.prod(x**2))], clone=False)
+    in2out(local_log_prod_sqr).rewrite(fg)
+    assert not any(type(n.op).__name__ == "Prod" for n in fg.toposort())
+    xv = np.full(400, 1e-3)  # prod(x ** 2) underflows to 0
+    f = opgraph.function([x], fg.outputs[0])
+    np.testing.assert_allclose(f(xv), 400 * np.log(1e-6))
+    x = T.dvector("x")
+    fg = FunctionGraph([x], [T.log(T.prod(x))], clone=False)
+    before = fg.outputs[0]
+    in2out(local_log_prod_sqr).rewrite(fg)
+    assert fg.outputs[0] is before  # x may hold negatives: prod's sign matters
+
+
+def test_hints_optimizer_attaches_only_to_hinted_graphs() -> None:
+    X = T.dmatrix("X")
+    plain = FunctionGraph([X], [X.T], clone=False)
+    HintsOptimizer().rewrite(plain)
+    assert getattr(plain, "hints_feature", None) is None
+    X = T.dmatrix("X")
+    hinted = FunctionGraph([X], [psd(X).T], clone=False)
+    HintsOptimizer().rewrite(hinted)
+    HintsOptimizer().rewrite(hinted)  # a second run keeps the one feature
+    assert isinstance(hinted.hints_feature, HintsFeature)
 
 
 def test_namespace_reexports_theano_names() -> None:

@@ -242,6 +242,10 @@ def test_mrg_streams_inside_loop():
     a, b = f(), f()
     assert a.shape == (3, 3) and not np.allclose(a, b)
     assert ((a > 0) & (a < 1)).all()
+    # The generator advances once per step: the loop's rows are the draws of successive
+    # calls outside a loop, from the same seed (whose numbers are Theano's).
+    plain = theano.function([], MRG_RandomStreams(seed=12).uniform((3,)))
+    np.testing.assert_array_equal(np.concatenate([a, b]), [plain() for _ in range(6)])
 
 
 def test_views_map_reduce_fold():

@@ -16,7 +16,13 @@ buffer before it is overwritten.
 - ``local_inplace_setsubtensor``: ``IncSubtensor{Set;...}`` becomes
   ``IncSubtensor{InplaceSet;...}`` (and the Inc form likewise);
 - ``local_inplace_incsubtensor1`` and ``local_inplace_advanced_incsubtensor``: the same for
-  ``AdvancedIncSubtensor1`` and the other advanced increments.
+  ``AdvancedIncSubtensor1`` and the other advanced increments;
+- ``mrg_random_make_inplace``: ``mrg_uniform{..,no_inplace}`` advances its state buffer
+  itself (Theano's name). The state of ``MRG_RandomStreams`` is a shared variable, which is
+  never overwritten, so this fires for states computed in the graph or passed as
+  ``In(rstate, mutable=True)``;
+- ``typed_list_inplace_opt``: ``Append``, ``Extend``, ``Insert``, ``Remove`` and
+  ``Reverse`` modify their list instead of a copy (Theano's name).
 
 Other packages make their own Ops in place (BLAS ``Gemm`` -> ``Gemm{inplace}``) with
 :func:`register_inplace`: it builds the same kind of node rewriter and declares it on the
@@ -37,9 +43,11 @@ from opgraph.graph.op import Op
 from opgraph.ifelse import IfElse
 from opgraph.rewriting import GraphRewriter, NodeRewriter, RewriteSet, apply_replacements
 from opgraph.rewriting.basic import node_rewriter
+from opgraph.sandbox.rng_mrg import mrg_uniform_base
 from opgraph.tensor.elemwise import Elemwise
 from opgraph.tensor.subtensor_advanced import AdvancedIncSubtensor1, BaseAdvancedIncSubtensor
 from opgraph.tensor.subtensor_basic import IncSubtensor
+from opgraph.typed_list.basic import Append, Extend, Insert, Remove, Reverse
 from opgraph_optimizers.registry import rewrites
 
 __all__ = [
@@ -51,7 +59,9 @@ __all__ = [
     "local_inplace_advanced_incsubtensor",
     "local_inplace_incsubtensor1",
     "local_inplace_setsubtensor",
+    "mrg_random_make_inplace",
     "register_inplace",
+    "typed_list_inplace_opt",
 ]
 
 MakeInplace = Callable[[Apply], Op | None]
@@ -241,6 +251,30 @@ local_inplace_advanced_incsubtensor = register_inplace(
     [BaseAdvancedIncSubtensor],
     _inplace_advanced_inc,
     position=12,
+)
+
+
+# ---------------------------------------------------------------------------- core's other Ops
+
+
+def _inplace_mrg(node: Apply) -> Op | None:
+    op = node.op
+    return None if op.inplace else type(op)(op.output_type, inplace=True)
+
+
+def _inplace_list_op(node: Apply) -> Op | None:
+    return None if node.op.inplace else type(node.op)(inplace=True)
+
+
+mrg_random_make_inplace = register_inplace(
+    "mrg_random_make_inplace", [mrg_uniform_base], _inplace_mrg, "random", position=40
+)
+typed_list_inplace_opt = register_inplace(
+    "typed_list_inplace_opt",
+    [Append, Extend, Insert, Remove, Reverse],
+    _inplace_list_op,
+    "typed_list",
+    position=41,
 )
 
 

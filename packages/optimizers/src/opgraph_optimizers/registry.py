@@ -34,6 +34,8 @@ REWRITE_MODULES = (
     "opgraph_optimizers.builders",
     "opgraph_optimizers.scan",
     "opgraph_optimizers.conv",
+    "opgraph_optimizers.linalg",
+    "opgraph_optimizers.nnet",
 )
 
 

@@ -5,8 +5,9 @@
 ``count``, ``length``, ``make_list``) and the variable classes. Everything is re-exported
 here, as in Theano (``from theano.typed_list import *``).
 
-The in-place forms (``Append(inplace=True)``...) exist; no rewrite substitutes them
-automatically (Theano's ``typed_list_inplace_opt`` would belong to opgraph-optimizers).
+The in-place forms (``Append(inplace=True)``...) are substituted where the list may be
+overwritten by opgraph-optimizers' ``typed_list_inplace_opt`` (Theano's name), in FAST_RUN's
+``inplace`` stage.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ symmetric ``A`` is ``A``, ...). :class:`HintsFeature` keeps the hints of a Funct
 ``remove_hint_nodes`` has taken the Hint nodes out of it.
 
 The rewriters are defined here with Theano's names; installing them in a mode's rewrite
-database is the rewrite package's business (``opgraph-optimizers``).
+database is the rewrite package's business: ``opgraph-optimizers`` installs every one in
+the stages where Theano registered it (``opgraph_optimizers.linalg``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from opgraph.rewriting import GraphRewriter, node_rewriter
 from opgraph.tensor import math as tm
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.dot import Dot, dot
-from opgraph.tensor.elemwise import DimShuffle, Elemwise
+from opgraph.tensor.elemwise import DimShuffle, Elemwise, Prod
 from opgraph.tensor.nlinalg import Det, MatrixInverse, extract_diag, matrix_inverse, trace
 from opgraph.tensor.reduction import prod
 from opgraph.tensor.shape import scalar_constant
@@ -42,6 +43,7 @@ __all__ = [
     "is_symmetric",
     "local_det_chol",
     "local_log_pow",
+    "local_log_prod_sqr",
     "no_transpose_symmetric",
     "psd",
     "psd_solve_with_chol",
@@ -154,14 +156,19 @@ class HintsFeature(Feature):
 
 
 class HintsOptimizer(GraphRewriter):
-    """A graph rewriter that only attaches a :class:`HintsFeature` to the graph."""
+    """A graph rewriter that only attaches a :class:`HintsFeature` to the graph.
 
-    def add_requirements(self, fgraph: Any) -> None:
-        if getattr(fgraph, "hints_feature", None) is None:
-            fgraph.attach_feature(HintsFeature())
+    Theano attached the feature to every graph; here it is attached to graphs that hold a
+    :class:`Hint` node, the only ones whose hints it could record, so other graphs pay
+    nothing for it.
+    """
 
     def apply(self, fgraph: Any) -> None:
-        """Nothing to change: the feature does the work."""
+        """Attach the feature when the graph holds a Hint node and has none yet."""
+        if getattr(fgraph, "hints_feature", None) is None and any(
+            is_hint_node(node) for node in fgraph.apply_nodes
+        ):
+            fgraph.attach_feature(HintsFeature())
 
 
 def psd(v: Any) -> Variable:
@@ -282,15 +289,59 @@ def local_det_chol(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 
 @node_rewriter([Elemwise])
-def local_log_pow(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``log(b ** e) -> e * log(b)``."""
+def local_log_prod_sqr(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``log(prod(p, axis)) -> sum(log(p), axis)`` when ``p`` is hinted (or known) positive.
+
+    The product of many factors under- or overflows long before the sum of their logs does.
+    """
     if node.op != tm.log:
         return None
     (x,) = node.inputs
-    if x.owner and x.owner.op == tm.pow:
-        base, exponent = x.owner.inputs
-        return [exponent * tm.log(base)]
-    return None
+    if x.owner is None or not isinstance(x.owner.op, Prod):
+        return None
+    (p,) = x.owner.inputs
+    if not is_positive(p):
+        return None
+    out = tm.log(p).sum(axis=x.owner.op.axis)
+    return [out] if out.type == node.outputs[0].type else None
+
+
+def _log_pow_is_exact(base: Variable, exponent: Variable) -> bool:
+    """Whether ``log(base ** exponent)`` and ``exponent * log(base)`` agree for every ``base``.
+
+    They do when ``base`` is positive, and for a constant positive odd integer exponent,
+    NaN, zeros and infinities included (away from overflow, where the product form is the
+    more accurate). For other exponents a base that is not positive tells them apart:
+    ``log((-2) ** 2)`` is ``log(4)`` but ``2 * log(-2)`` is NaN, ``log((-inf) ** 0.5)`` is inf
+    but ``0.5 * log(-inf)`` NaN, ``log((-0.0) ** -1)`` NaN but ``-log(-0.0)`` inf.
+    """
+    if is_positive(base):
+        return True
+    value = scalar_constant(exponent)
+    if value is None:
+        return False
+    value = float(value)
+    return value > 0 and value.is_integer() and value % 2 == 1
+
+
+@node_rewriter([Elemwise])
+def local_log_pow(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``log(b ** e) -> e * log(b)``, where both are equal for every ``b``.
+
+    Theano rewrote every ``log(b ** e)``, turning ``log(x ** 2)`` of a negative ``x`` into
+    NaN; this rewrite needs a base hinted positive or a positive odd constant exponent
+    (see :func:`_log_pow_is_exact`).
+    """
+    if node.op != tm.log:
+        return None
+    (x,) = node.inputs
+    if x.owner is None or x.owner.op != tm.pow:
+        return None
+    base, exponent = x.owner.inputs
+    if not _log_pow_is_exact(base, exponent):
+        return None
+    out = exponent * tm.log(base)
+    return [out] if out.type == node.outputs[0].type else None
 
 
 def spectral_radius_bound(X: Any, log2_exponent: int) -> Variable:

@@ -13,6 +13,9 @@ library is needed. The semantics are warp-ctc's, as Theano exposed them:
   zero at time steps past ``input_lengths``.
 * An example whose labels cannot fit in its time steps (``len + repeats > input_length``)
   gets cost 0 and a zero gradient, as warp-ctc returns.
+
+When nothing reads the gradient output, opgraph-optimizers' ``local_ctc_no_grad`` (Theano's
+rewrite) builds the Op with ``compute_grad=False``, so only the costs are computed.
 """
 
 from __future__ import annotations
