@@ -313,6 +313,16 @@ def test_the_walk_covers_the_documented_examples() -> None:
     assert len(NAMES) == len(set(NAMES)) > 200
 
 
+def test_merge_two_slices_is_the_real_function() -> None:
+    """``tensor.opt.merge_two_slices`` was a stand-in that raised; it is now the helper of
+    the subtensor-merge rewrite, and merges."""
+    from opgraph_optimizers.canonicalize.subtensor import merge_two_slices
+
+    merge = resolve("tensor.opt.merge_two_slices")
+    assert merge is merge_two_slices
+    assert range(10)[merge(slice(1, None), 10, slice(None, None, -2), 9)] == range(10)[1:][::-2]
+
+
 #: Issue 15's names: every public class and function that Theano 1.0.5 defines in
 #: ``tensor.nnet.abstract_conv``, ``tensor.signal.pool``, ``tensor.nnet.bn``, ``tensor.nnet.corr``,
 #: ``tensor.nnet.corr3d`` and ``tensor.nnet.neighbours``, plus the ``tensor.nnet`` exports and

@@ -24,6 +24,7 @@ from opgraph.tensor.basic import Rebroadcast
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
 from opgraph.tensor.shape import MakeVector, Reshape
 from opgraph.tensor.structure import Alloc, alloc
+from opgraph.tensor.subtensor import Subtensor
 
 F64 = ("float64", ((False, False), (False, False), (False, False)))
 F32_BCAST = ("float32", ((True, False), (False, True), (False, False)))
@@ -215,6 +216,12 @@ CASES = [
         "local_remove_grad_block",
         lambda x, y, z: disconnected_grad(x) + zero_grad(y),
         lambda uses: not uses(GradBlock),
+    ),
+    Case(
+        "local_subtensor_merge",
+        lambda x, y, z: x[1:][::-1, 1:],
+        lambda uses: uses.count(Subtensor) == 1,
+        layouts=(F64,),
     ),
 ]
 

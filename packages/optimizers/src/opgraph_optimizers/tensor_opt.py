@@ -14,7 +14,8 @@ rewrites keeps working::
 The ``register_*`` decorators put the rewrite into the named stage of the global rewrite
 database (``canonicalize``, ``stabilize``, ``specialize``, ``uncanonicalize``), so
 ``FAST_RUN`` applies it. The rewrite classes and the package's own rewrites are available
-under their Theano names.
+under their Theano names, :func:`merge_two_slices` and ``local_subtensor_merge`` (one
+Subtensor for ``x[a:b:c][d:e:f]``) among them.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from opgraph_optimizers.canonicalize.math import (
     mul_canonizer,
 )
 from opgraph_optimizers.canonicalize.shape import local_reshape_reshape
+from opgraph_optimizers.canonicalize.subtensor import local_subtensor_merge, merge_two_slices
 from opgraph_optimizers.fusion import DEFAULT_MAX_INPUTS, FusionRewriter, fusion_rewriter
 from opgraph_optimizers.inplace import InplaceElemwiseRewriter, inplace_elemwise_optimizer
 from opgraph_optimizers.shape_feature import ShapeFeature, ShapeOptimizer
@@ -103,6 +105,7 @@ __all__ = [
     "local_elemwise_fusion_op",
     "local_mul_canonizer",
     "local_reshape_chain",
+    "local_subtensor_merge",
     "local_useless_elemwise",
     "make_vector",
     "merge_broadcastables",
@@ -517,10 +520,4 @@ distribute_greedy = _obsolete(
     "distribute_greedy",
     "the Canonizer rewrites local_mul_canonizer and local_add_canonizer "
     "(opgraph.tensor.opt.Canonizer) normalise products and sums; otherwise " + _CUSTOM_REWRITE,
-)
-merge_two_slices = _obsolete(
-    "merge_two_slices",
-    "nothing yet: opgraph has no subtensor-merge rewrite, so x[a][b] stays two Subtensor "
-    "nodes (each a view, no copy, in C). Index once with the combined slice, or write the "
-    "rewrite as " + _CUSTOM_REWRITE,
 )

@@ -38,6 +38,7 @@ import numpy as np
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.scalar.basic import Composite, ScalarOp, Switch
 from opgraph.scalar.type import upcast
+from opgraph_c.kernels import special
 from opgraph_c.kernels.scalar import CTYPES, FLOAT_DTYPES, lookup
 from opgraph_c.spec import ID, BundlePart
 
@@ -264,6 +265,18 @@ _HEADER = """\
 """
 
 
+_SCIPY_C = """\
+/* SciPy's C implementations of the special functions called below: the functions
+   scipy.special.cython_special exports (its __pyx_capi__), bound when the module loads. */"""
+
+_SCIPY_BINDING = """\
+# The special functions' pointers, from the capsules of scipy.special.cython_special in the
+# SciPy this process runs (opgraph_c/kernels/special.py): the code perform's ufuncs run.
+from opgraph_c.kernels.special import function_address
+
+"""
+
+
 def assemble(parts: Sequence[BundlePart], suffixes: Sequence[str]) -> str:
     """The ``.pyx`` of a module holding ``parts``, each with its names suffixed."""
     what = "an elementwise kernel" if len(parts) == 1 else f"{len(parts)} elementwise kernels"
@@ -277,9 +290,15 @@ def assemble(parts: Sequence[BundlePart], suffixes: Sequence[str]) -> str:
         f"from cpython.pycapsule cimport PyCapsule_New\n\nfrom opgraph_c.abi cimport {names}\n"
     )
     c_code = "\n".join(p.c_code.replace(ID, s) for p, s in pairs)
+    scipy = list(special.functions_in(c_code))
+    if scipy:
+        c_code = "\n".join([_SCIPY_C, *(f.c_declaration() for f in scipy), "", c_code])
     verbatim = "".join(f"    {line}\n" if line else "\n" for line in c_code.splitlines())
-    decls = "".join(f"    {p.cython_decl.replace(ID, s)}\n" for p, s in pairs)
+    decls = "".join(f"    {f.cython_declaration()}\n" for f in scipy)
+    decls += "".join(f"    {p.cython_decl.replace(ID, s)}\n" for p, s in pairs)
     out.append(f'cdef extern from *:\n    """\n{verbatim}    """\n{decls}')
+    if scipy:
+        out.append(_SCIPY_BINDING + "".join(f"{f.cython_binding()}\n" for f in scipy))
     out += [p.cython_code.replace(ID, s) for p, s in pairs]
     out += [p.table.replace(ID, s) for p, s in pairs]
     return "\n".join(out)

@@ -6,7 +6,10 @@ the C expression of the op on ``args``, or None when the op has no C code for ``
 ``args`` are C atoms (names, literals, casts) already converted to it; see
 :func:`opgraph_c.codegen.elemwise.compute_dtype` for the rule. The expressions follow
 NumPy's semantics, NaN and inf included: helpers whose C operator differs (floor division,
-modulo, maximum/minimum, sign) live in ``include/opgraph_c_prelude.h``.
+modulo, maximum/minimum, sign) live in ``include/opgraph_c_prelude.h``. The special functions
+(gamma, the Bessel functions, erfcx, ...) call SciPy's own C code through function pointers
+named ``opg_sf_<name>`` (:mod:`opgraph_c.kernels.special`), which the module binds when it
+loads.
 
 Adding a scalar op to fused loops takes one entry. A backend or plugin differing in one op
 builds its own table: ``{**code_for_op, Sin: ...}``.
@@ -19,7 +22,9 @@ from collections.abc import Callable
 import opgraph.scalar.basic as ps
 from opgraph.sandbox.softsign import ScalarSoftsign
 from opgraph.scalar import extra as px
+from opgraph.scalar import special as psp
 from opgraph.tensor.xlogx import XlogX, XlogY0
+from opgraph_c.kernels import special as sf
 
 __all__ = ["CTYPES", "FLOAT_DTYPES", "ScalarCode", "code_for_op", "lookup"]
 
@@ -216,10 +221,23 @@ code_for_op: dict[type, ScalarCode] = {
     ps.Erfc: _math("erfc"),
     ps.Sigmoid: _sigmoid,
     ps.Softplus: _softplus,
-    # tensor.xlogx, sandbox.softsign (Theano had C for them). The special functions of
-    # scalar/special.py have none: libm's j0/j1 were slower than SciPy's on large arrays and
-    # lose relative accuracy near their roots, the others have no C library routine; an
-    # Elemwise or fused loop holding one runs its perform (SciPy's ufuncs).
+    # special functions: SciPy's own C code, bound from scipy.special.cython_special when
+    # the module loads (kernels/special.py), so the results are perform's bit for bit.
+    # tri_gamma and poly_gamma_2 have none (SciPy exports no Hurwitz zeta): they run perform.
+    ps.Gamma: sf.scipy_code("gamma"),
+    ps.GammaLn: sf.scipy_code("gammaln"),
+    ps.Psi: sf.nan_passthrough_float32(sf.scipy_code("psi")),
+    ps.Erfinv: sf.erfinv,
+    psp.Erfcinv: sf.scipy_code("erfcinv"),
+    psp.Erfcx: sf.scipy_code("erfcx"),
+    psp.I0: sf.scipy_code("i0"),
+    psp.I1: sf.scipy_code("i1"),
+    psp.J0: sf.scipy_code("j0"),
+    psp.J1: sf.scipy_code("j1"),
+    psp.Iv: sf.scipy_code("iv", 2),
+    psp.Jv: sf.scipy_code("jv", 2),
+    psp.Chi2SF: sf.chi2sf,
+    # tensor.xlogx, sandbox.softsign (Theano had C for them)
     XlogX: lambda dtype, x: _xlogy0(dtype, x, x),
     XlogY0: _xlogy0,
     ScalarSoftsign: _softsign,
