@@ -301,9 +301,17 @@ class Subtensor(Op):
         for entry, b in zip(padded, x.type.broadcastable, strict=True):
             if not isinstance(entry, slice):
                 continue
+            # A length-1 dimension stays length 1 under ``::step`` (any step), and under
+            # ``0:stop`` with a positive stop and step; ``0:5:-1`` is empty.
             start, stop = _constant_int(entry.start), _constant_int(entry.stop)
             start = 0 if entry.start is None else start
-            keeps = start == 0 and (entry.stop is None or (stop is not None and stop > 0))
+            step = 1 if entry.step is None else _constant_int(entry.step)
+            if entry.start is None and entry.stop is None:
+                keeps = True
+            elif step is not None and step > 0:
+                keeps = start == 0 and (entry.stop is None or (stop is not None and stop > 0))
+            else:
+                keeps = False
             bcast.append(b and keeps)
         return bcast
 
