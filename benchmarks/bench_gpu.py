@@ -4,7 +4,9 @@ One run measures, side by side: the device-to-device copy bandwidth (CuPy ``copy
 opgraph's ``GpuArray.copy``, counting bytes read plus written); opgraph's fused
 elementwise kernels ``a + a**10`` and ``exp(x) * sin(x)`` on 2**26 float32 (GB/s and % of
 the copy bandwidth); sums over axis 0, axis 1 and all of an 8192 x 8192 float32 matrix
-(GB/s of bytes read, and % of the copy bandwidth); a 4096^3 sgemm (opgraph's cuBLAS call
+(GB/s of bytes read, and % of the copy bandwidth); 2**24 uniform float32 random numbers
+(``MRG_RandomStreams``' MRG31k3p on Theano's 15360 streams, checked bit for bit against
+the CPU op, vs CuPy's and JAX's own generators, GB/s written); a 4096^3 sgemm (opgraph's cuBLAS call
 vs ``cupy.matmul``, neither with TF32); and an MLP 784-1024-1024-10 training step (batch
 1024, ReLU, softmax cross-entropy, SGD on GPU shared variables) vs ``jax.jit`` of the same
 step, with float32 matmuls (``precision=HIGHEST``, the reference) and JAX's default
@@ -34,10 +36,13 @@ from timing import Timing, fmt_time
 # JAX must not reserve 75% of the GPU's memory when run.py imports it to detect peers.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-WORKLOADS = {"W-GPU": "GPU: copy bandwidth, fused elementwise, sums, sgemm, MLP training step"}
+WORKLOADS = {
+    "W-GPU": "GPU: copy bandwidth, fused elementwise, sums, MRG uniform, sgemm, MLP training step"
+}
 
 N_ELEM = 2**26
 SUM_SHAPE = (8192, 8192)
+N_RANDOM = 2**24
 GEMM_N = 4096
 MLP_SIZES, MLP_BATCH, MLP_LR = (784, 1024, 1024, 10), 1024, 0.01
 ROUND_S = 0.03  # each timed round lasts at least this long
@@ -322,6 +327,68 @@ def section_sums(
         summary.append(_rate_line(case, rate, copy, og, peer, "CuPy"))
 
 
+def section_random(
+    table: Table, eng: Engines, repeat: int, summary: list[str], copy: float | None
+) -> None:
+    """2**24 uniform float32 samples: opgraph's ``GpuMRG_uniform`` (MRG31k3p, the streams'
+    state on the device as in Theano, 15360 streams) vs CuPy's and JAX's generators."""
+    import opgraph
+    from opgraph.sandbox.rng_mrg import MRG_RandomStreams, guess_n_streams, mrg_fill, mrg_uniform
+
+    n = N_RANDOM
+    case = f"uniform 2**{n.bit_length() - 1} f32"
+    rstates = MRG_RandomStreams(1234).get_substream_rstates(guess_n_streams((n,)), "float32")
+    state = opgraph.shared(rstates, target="cuda")
+
+    def exact(fn: Callable[[], Any]) -> str:  # the CPU op's numbers from the same state
+        want = mrg_fill(state.get_value(), n, "float32")
+        return "ok bit-identical to the CPU" if host(fn()).tobytes() == want.tobytes() else "DIFF"
+
+    def in_range(fn: Callable[[], Any]) -> str:
+        u = host(fn())
+        good = u.shape == (n,) and u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 1e-3
+        return f"{'ok' if good else 'DIFF'} mean {u.mean():.4f}"
+
+    def make_og() -> Any:
+        new_state, sample = mrg_uniform.new(state, None, "float32", (n,))
+        return eng.opgraph(
+            lambda: opgraph.function([], on_device(sample), updates=[(state, new_state)])
+        )
+
+    og = time_row(table, case, "opgraph [cuda] MRG31k3p", make_og, repeat, check=exact)
+    rate = add_rate(og, 4 * n, copy)
+    peer = None
+    if eng.cupy is not None:
+        make = lambda: eng.cupy_call(  # noqa: E731
+            lambda: eng.cupy.random.random(n, dtype=eng.cupy.float32)
+        )
+        peer = time_row(table, case, "CuPy random", make, repeat, ref=True, check=in_range)
+        add_rate(peer, 4 * n, copy)
+    if eng.jax is not None:
+        random = eng.jax.random
+
+        def jax_draw(key: Any) -> Any:  # a new key and the samples, in one jitted call
+            key, sub = random.split(key)
+            return key, random.uniform(sub, (n,), dtype=eng.jnp.float32)
+
+        draw, keys = eng.jax.jit(jax_draw), [random.PRNGKey(0)]
+
+        def call() -> Any:
+            keys[0], u = draw(keys[0])
+            return u
+
+        jrow = time_row(
+            table,
+            case,
+            "JAX jit random.uniform",
+            lambda: eng.jax_call(call),
+            repeat,
+            check=in_range,
+        )
+        add_rate(jrow, 4 * n, copy)
+    summary.append(_rate_line(case, rate, copy, og, peer, "CuPy"))
+
+
 def section_gemm(table: Table, eng: Engines, repeat: int, summary: list[str]) -> None:
     """A 4096^3 float32 matrix product: opgraph's cuBLAS sgemm vs ``cupy.matmul``."""
     import opgraph
@@ -509,6 +576,7 @@ def run(workload: str, ctx: Context) -> Table:
     copy = _section(table, "copy", lambda: section_copy(table, eng, repeat, summary))
     _section(table, "elementwise", lambda: section_elemwise(table, eng, repeat, summary, copy))
     _section(table, "sums", lambda: section_sums(table, eng, repeat, summary, copy))
+    _section(table, "random", lambda: section_random(table, eng, repeat, summary, copy))
     _section(table, "sgemm", lambda: section_gemm(table, eng, repeat, summary))
     _section(table, "MLP", lambda: section_mlp(table, eng, repeat, summary))
     table.note("summary:")

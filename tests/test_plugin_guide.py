@@ -186,6 +186,7 @@ def fresh_arguments() -> dict[str, Any]:
     from opgraph.link.dispatch import KernelRegistry
     from opgraph.plugins import OpgraphPluginManager
     from opgraph.rewriting import make_optdb
+    from opgraph.tensor.type import TensorType
 
     return {
         "pluginmanager": OpgraphPluginManager(),
@@ -197,6 +198,9 @@ def fresh_arguments() -> dict[str, Any]:
         "strict": False,
         "allow_downcast": None,
         "borrow": False,
+        "options": {},
+        "var": TensorType("float32", (False,))("x"),
+        "target": "cuda",
     }
 
 
@@ -260,6 +264,16 @@ def check_addhooks(result: Any, args: dict[str, Any]) -> None:
     assert result is None and args["pluginmanager"].hook.opgraph_c_kernels.has_spec()
 
 
+def check_transfer(result: Any, args: dict[str, Any]) -> None:
+    from opgraph.graph.basic import Variable
+
+    assert result is None or isinstance(result, Variable), result
+
+
+def check_lines(result: Any, args: dict[str, Any]) -> None:
+    assert result is None or isinstance(result, str) or all(isinstance(x, str) for x in result)
+
+
 def _linker_and_mode_types() -> tuple[type, type]:
     from opgraph.compile.mode import Mode
     from opgraph.link.basic import Linker
@@ -276,4 +290,6 @@ CHECKS: dict[str, Callable[[Any, dict[str, Any]], None]] = {
     "opgraph_add_config": check_config,
     "opgraph_register_rewrites": check_rewrites,
     "opgraph_addhooks": check_addhooks,
+    "opgraph_transfer": check_transfer,
+    "opgraph_cache_info": check_lines,
 }

@@ -40,6 +40,8 @@ __all__ = [
     "CudaSource",
     "KernelSig",
     "build",
+    "cache_info_lines",
+    "cache_summary",
     "check_with_nvcc",
     "check_with_nvcc_later",
     "find_nvcc",
@@ -320,6 +322,50 @@ def emulated_text(source: CudaSource) -> str:
             "}",
         ]
     return "\n".join(lines) + "\n"
+
+
+#: Folders of the cache root that hold no modules.
+_NOT_ARCHS = frozenset({"locks", "tmp", "failed", "pch"})
+
+
+def cache_summary(root: Path | None = None) -> dict[str, object]:
+    """What the CUDA cache holds: ``{"root", "modules": {arch: count}, "bytes", "failed"}``
+    (an architecture folder per target: ``sm_90``, ``emulator``, ``check`` for the nvcc
+    checks of emulated modules; a module is an entry with a manifest)."""
+    root = _root(root)
+    modules: dict[str, int] = {}
+    size = 0
+    if root.is_dir():
+        for arch in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in _NOT_ARCHS):
+            count = sum(1 for _ in arch.glob("*/*/manifest.json"))
+            if count:
+                modules[arch.name] = count
+            size += sum(f.stat().st_size for f in arch.rglob("*") if f.is_file())
+    failed = root / "failed"
+    return {
+        "root": str(root),
+        "modules": modules,
+        "bytes": size,
+        "failed": sum(1 for _ in failed.iterdir()) if failed.is_dir() else 0,
+    }
+
+
+def cache_info_lines(root: Path | None = None) -> list[str]:
+    """``python -m opgraph cache info``'s lines on the CUDA cache (:func:`cache_summary`)."""
+    info = cache_summary(root)
+    modules: dict[str, int] = info["modules"]  # type: ignore[assignment]
+    total = sum(modules.values())
+    what = {"emulator": "for the emulator (g++)", "check": "nvcc checks (sm_75..sm_90)"}
+    parts = [f"{n} {what.get(arch, 'for ' + arch)}" for arch, n in modules.items()]
+    noun = "module" if total == 1 else "modules"
+    lines = [
+        f"cache directory: {info['root']}",
+        f"holds: {total} CUDA kernel {noun} ({int(info['bytes']) / 1e6:.1f} MB)"  # type: ignore[call-overload]
+        + (f": {', '.join(parts)}" if parts else ""),
+    ]
+    if info["failed"]:
+        lines.append(f"failed builds kept (their source, under failed/): {info['failed']}")
+    return lines
 
 
 _checks: list[Future[bool]] = []

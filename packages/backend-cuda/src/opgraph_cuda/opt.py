@@ -45,6 +45,7 @@ from opgraph_cuda.type import GpuArrayType
 
 __all__ = [
     "LIFTERS",
+    "SOURCE_LIFTERS",
     "CpuOpInGpuGraph",
     "GpuLift",
     "GpuRequired",
@@ -61,6 +62,7 @@ LIFTER_MODULES = (
     "opgraph_cuda.blas",
     "opgraph_cuda.nnet",
     "opgraph_cuda.subtensor",
+    "opgraph_cuda.rng_mrg",
 )
 
 _log = logging.getLogger("opgraph_cuda.opt")
@@ -68,6 +70,9 @@ _log = logging.getLogger("opgraph_cuda.opt")
 #: ``lifter(node, inputs) -> outputs | None`` by CPU Op class; see :func:`register_lifter`.
 Lifter = Callable[[Apply, Sequence[Variable]], "Sequence[Variable] | None"]
 LIFTERS: dict[type, Lifter] = {}
+#: Lifters of ops that make float32 data from host bookkeeping alone (a random draw from an
+#: integer state): their nodes move even when no input is on the GPU or float32.
+SOURCE_LIFTERS: set[Lifter] = set()
 #: Dtypes that move to the GPU (float64 stays on the host, as Theano's float32 advice).
 MOVABLE_DTYPES = frozenset(
     {"float32", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
@@ -88,9 +93,13 @@ class KeepOnCpu(Exception):
     """Raised by a lifter to keep a node on the CPU; the message is the logged reason."""
 
 
-def register_lifter(*op_classes: type) -> Callable[[Lifter], Lifter]:
+def register_lifter(*op_classes: type, source: bool = False) -> Callable[[Lifter], Lifter]:
     """Register ``lifter(node, inputs)`` for the CPU Op classes ``op_classes`` (and their
     subclasses without a lifter of their own).
+
+    A node moves only when an input is on the GPU or reads float32 data (integer
+    bookkeeping stays on the host); ``source=True`` lifts the ops' nodes without either,
+    for ops that make float32 data from host integers (``mrg_uniform``'s random draws).
 
     ``inputs`` are ``node.inputs`` with every tensor moved to the GPU (a GPU variable, a
     GPU constant, or ``GpuFromHost`` of a host one); other inputs (scalars, index values)
@@ -102,6 +111,8 @@ def register_lifter(*op_classes: type) -> Callable[[Lifter], Lifter]:
     def decorator(lifter: Lifter) -> Lifter:
         for cls in op_classes:
             LIFTERS[cls] = lifter
+        if source:
+            SOURCE_LIFTERS.add(lifter)
         return lifter
 
     return decorator
@@ -175,8 +186,12 @@ class GpuLift(GraphRewriter):
         bad = sorted(set(dtypes) - MOVABLE_DTYPES)
         if bad:
             return f"{', '.join(bad)} stays on the CPU (only float32 graphs move to the GPU)"
-        if not any(map(_on_gpu, node.inputs)) and not any(
-            isinstance(v.type, TensorType) and v.type.dtype == "float32" for v in node.inputs
+        if (
+            lifter not in SOURCE_LIFTERS
+            and not any(map(_on_gpu, node.inputs))
+            and not any(
+                isinstance(v.type, TensorType) and v.type.dtype == "float32" for v in node.inputs
+            )
         ):
             # Theano's rule: a node with no GPU input moves only when it reads float32 data
             # (which is then transferred); integer bookkeeping (shapes, indices, a batch size

@@ -37,34 +37,56 @@ def opgraph_status() -> str:
     return device_status()
 
 
+#: Keyword extras of ``shared`` the GPU constructor takes (Theano's gpuarray constructor's).
+_SHARED_OPTIONS = frozenset({"broadcastable", "target"})
+
+
 @hookimpl
 def opgraph_shared_constructor(
-    value: Any, name: str | None, strict: bool, allow_downcast: bool | None, borrow: bool
+    value: Any,
+    name: str | None,
+    strict: bool,
+    allow_downcast: bool | None,
+    borrow: bool,
+    options: Mapping[str, Any],
 ) -> Any | None:
-    """Under ``device=cuda``, float32 (and float16) arrays become GPU shared variables, as
-    in Theano; a GpuArray always does."""
+    """Under ``device=cuda``, float32 arrays become GPU shared variables, as in Theano
+    (float16 stays on the host: the GPU type cannot hold it); a GpuArray always does.
+    ``target="cuda"`` (a GPU or context name) moves an array of any GPU dtype and
+    ``target="cpu"`` keeps it on the host; ``broadcastable=`` is honoured (the options of
+    Theano's ``gpuarray_shared_constructor``); other options leave the value to core."""
     global _warned_fallback
+    import numpy as np
+
     from opgraph_cuda.runtime import GpuUnavailable, get_runtime, gpu_requested
 
+    if not _SHARED_OPTIONS.issuperset(options):
+        return None  # e.g. shape=: core's TensorType takes it
     module = type(value).__module__
     is_gpu = module.startswith("opgraph_cuda")
+    targeted = "target" in options
+    target = options.get("target")
+    if targeted and not is_gpu_target(target):
+        return None  # "cpu", or a name that is no GPU: the host constructors answer
     if not is_gpu:
-        if (
-            not gpu_requested()
-            or module != "numpy"
-            or str(getattr(value, "dtype", ""))
-            not in (
-                "float32",
-                "float16",
-            )
-        ):
+        if not isinstance(value, np.ndarray):
             return None
+        if not (targeted or (gpu_requested() and value.dtype == np.float32)):
+            return None
+        from opgraph_cuda.type import gpu_supported_dtypes
+
+        if str(value.dtype) not in gpu_supported_dtypes:
+            raise TypeError(
+                f"shared(..., target={target!r}): the GPU cannot hold {value.dtype} arrays "
+                f"(it holds {', '.join(gpu_supported_dtypes)}).\nHINT: pass target='cpu', or "
+                "convert the array first."
+            )
         try:
             get_runtime()
         except GpuUnavailable as exc:
             from opgraph import config
 
-            if config.force_device:
+            if config.force_device or targeted:
                 raise
             if not _warned_fallback:
                 _warned_fallback = True
@@ -77,8 +99,40 @@ def opgraph_shared_constructor(
     from opgraph_cuda.type import gpuarray_shared_constructor
 
     return gpuarray_shared_constructor(
-        value, name=name, strict=strict, allow_downcast=allow_downcast, borrow=borrow
-    )
+        value,
+        name=name,
+        strict=strict,
+        allow_downcast=allow_downcast,
+        borrow=borrow,
+        broadcastable=options.get("broadcastable"),
+    )  # one GPU context per process: every GPU target is it (context name None)
+
+
+def is_gpu_target(target: Any) -> bool:
+    """Whether a ``target=`` names the GPU: None (the default context, as in Theano),
+    ``"gpu"``, ``"cuda"``, ``"cudaN"``, ``"gpuN"`` or a context name ``"devN"``."""
+    if target is None:
+        return True
+    return isinstance(target, str) and target.startswith(("cuda", "gpu", "dev"))
+
+
+@hookimpl
+def opgraph_transfer(var: Any, target: Any) -> Any | None:
+    """``opgraph.tensor.transfer(var, "cuda")`` (or ``"cudaN"``, ``"gpu"``, ``"devN"``,
+    None): ``var`` as a GPU variable (Theano's ``theano.gpuarray`` transfer)."""
+    if not is_gpu_target(target):
+        return None
+    from opgraph_cuda.ops import as_gpuarray_variable
+
+    return as_gpuarray_variable(var)
+
+
+@hookimpl
+def opgraph_cache_info() -> list[str]:
+    """The CUDA kernel modules in ``<compiledir>/cuda``, by target, for ``cache info``."""
+    from opgraph_cuda.compiler import cache_info_lines
+
+    return cache_info_lines()
 
 
 @hookimpl

@@ -6,12 +6,18 @@ Usage::
     python -m opgraph plugins [--json] [--all]
     python -m opgraph config
     python -m opgraph <command from a plugin> ...   (e.g. ``cache info`` from backend-c)
+
+``cache info`` also prints what other plugins keep in the compile cache (the
+``opgraph_cache_info`` hook: backend-cuda's CUDA kernel modules), and exists with those
+lines alone when no plugin provides ``cache``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
+import io
 import json
 import shutil
 import sys
@@ -241,8 +247,67 @@ def build_parser(pm: OpgraphPluginManager | None = None) -> argparse.ArgumentPar
         p = sub.add_parser(name, help=command.help, description=command.help)
         if command.configure is not None:
             command.configure(p)
-        p.set_defaults(_run=command.run)
+        p.set_defaults(_run=_with_cache_info(command.run, pm) if name == "cache" else command.run)
+    if "cache" not in pm.contributions("commands") and pm.hook.opgraph_cache_info.get_hookimpls():
+        _add_cache_info_command(sub, pm)
     return parser
+
+
+# ---- cache info: lines from every plugin with a cache of its own (opgraph_cache_info)
+
+
+def _with_cache_info(run: Any, pm: OpgraphPluginManager) -> Any:
+    """The ``cache`` command's ``run``, followed, for ``cache info``, by the plugins' own
+    lines (``--json``: merged into the owner's JSON object under ``"plugins"``)."""
+
+    def wrapped(args: argparse.Namespace) -> int | None:
+        if getattr(args, "cache_command", None) != "info":
+            return run(args)
+        if not getattr(args, "json", False):
+            status = run(args)
+            _print_cache_info(pm.cache_info())
+            return status
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            status = run(args)
+        try:
+            report = json.loads(buffer.getvalue())
+        except ValueError:
+            report = None
+        if not isinstance(report, dict):
+            print(buffer.getvalue(), end="")  # not an object: leave the owner's text alone
+            return status
+        report["plugins"] = pm.cache_info()
+        print(json.dumps(report, indent=1, default=str))
+        return status
+
+    return wrapped
+
+
+def _print_cache_info(found: dict[str, list[str]]) -> None:
+    for name, lines in found.items():
+        print(f"{name}:")
+        for line in lines:
+            print(f"  {line}")
+
+
+def _add_cache_info_command(sub: Any, pm: OpgraphPluginManager) -> None:
+    """``cache info`` when no plugin provides ``cache`` (backend-c does): the lines of the
+    plugins implementing ``opgraph_cache_info``."""
+    p = sub.add_parser("cache", help="what the plugins keep in the compile cache (info)")
+    actions = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+    info = actions.add_parser("info", help="what each plugin's compile cache holds")
+    info.add_argument("--json", action="store_true", help="print JSON")
+
+    def run(args: argparse.Namespace) -> int:
+        found = pm.cache_info()
+        if args.json:
+            print(json.dumps({"plugins": found}, indent=1))
+        else:
+            _print_cache_info(found)
+        return 0
+
+    p.set_defaults(_run=run)
 
 
 def _failing(error: Exception) -> Any:

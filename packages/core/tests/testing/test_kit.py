@@ -231,7 +231,10 @@ def test_check_targets_run_each_linker_once() -> None:
     missing = check_targets(linkers=["cuda"], modes=())
     if "cuda" not in installed_linkers():
         assert missing[0].mode is None
-        assert "install opgraph-backend-cuda" in str(missing[0].skip)
+        assert "the GPU is not a linker" in str(missing[0].skip)
+    missing = check_targets(linkers=["c"], modes=())
+    if "c" not in installed_linkers():
+        assert "install opgraph-backend-c," in str(missing[0].skip)
 
 
 def test_difference_reports_counts_positions_and_both_errors() -> None:

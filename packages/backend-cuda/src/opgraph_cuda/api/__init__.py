@@ -36,6 +36,7 @@ from opgraph_cuda.array import GpuArray
 from opgraph_cuda.runtime import GpuUnavailable, device_status, get_runtime
 
 __all__ = [
+    "GPUA_mrg_uniform",
     "GpuAlloc",
     "GpuArray",
     "GpuArrayConstant",
@@ -48,6 +49,7 @@ __all__ = [
     "GpuDimShuffle",
     "GpuElemwise",
     "GpuFromHost",
+    "GpuMRG_uniform",
     "GpuReshape",
     "GpuSubtensor",
     "HostFromGpu",
@@ -60,6 +62,7 @@ __all__ = [
     "gpuarray_shared_constructor",
     "host_from_gpu",
     "pygpu_activated",
+    "rng_mrg",
     "type",
     "use",
 ]
@@ -72,7 +75,14 @@ _LAZY = {
     "elemwise": "opgraph_cuda.elemwise",
     "blas": "opgraph_cuda.blas",
     "nnet": "opgraph_cuda.nnet",
+    "rng_mrg": "opgraph_cuda.rng_mrg",
+    "GpuMRG_uniform": "opgraph_cuda.rng_mrg",
+    "GPUA_mrg_uniform": "opgraph_cuda.rng_mrg",
 }
+
+
+#: The names of :data:`_LAZY` that are modules themselves.
+_MODULES = ("elemwise", "blas", "nnet", "rng_mrg")
 
 
 def use(device: str = "cuda", force: bool = False) -> None:
@@ -100,7 +110,7 @@ def __getattr__(name: str) -> Any:
         return True
     if name in _LAZY:
         module = importlib.import_module(_LAZY[name])
-        value = module if name in ("elemwise", "blas", "nnet") else getattr(module, name)
+        value = module if name in _MODULES else getattr(module, name)
         if name == "GpuCAReduceCuda":
             value = module.GpuCAReduce
         globals()[name] = value

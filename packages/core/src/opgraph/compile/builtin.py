@@ -52,9 +52,15 @@ def opgraph_modes() -> Mapping[str, Callable[[], Any]]:
 
 @hookimpl(trylast=True)
 def opgraph_shared_constructor(
-    value: Any, name: str | None, strict: bool, allow_downcast: bool | None, borrow: bool
+    value: Any,
+    name: str | None,
+    strict: bool,
+    allow_downcast: bool | None,
+    borrow: bool,
+    options: Mapping[str, Any],
 ) -> Any | None:
-    """Tensors for ndarrays and numbers; any other Python object as a Generic variable."""
+    """Tensors for ndarrays and numbers (with ``broadcastable=``, ``shape=``,
+    ``target="cpu"``); without options, any other Python object as a Generic variable."""
     return core_shared_constructor(
-        value, name=name, strict=strict, allow_downcast=allow_downcast, borrow=borrow
+        value, name=name, strict=strict, allow_downcast=allow_downcast, borrow=borrow, **options
     )

@@ -52,8 +52,26 @@ _LINKER_PACKAGES = {
     "cvm": "opgraph-backend-c",
     "c|py": "opgraph-backend-c",
     "c|py_nogc": "opgraph-backend-c",
-    "cuda": "opgraph-backend-cuda",
 }
+#: Linker names that name no linker on purpose, and what to do instead.
+_LINKER_ADVICE = {
+    "cuda": (
+        "the GPU is not a linker: opgraph-backend-cuda moves graphs to the device with a "
+        "rewrite, under any linker. Install it and set device=cuda "
+        "(OPGRAPH_FLAGS=device=cuda,floatX=float32) or cuda__lift=always, and keep "
+        "linker=auto"
+    ),
+}
+
+
+def missing_linker_hint(name: str) -> str | None:
+    """What to do about linker ``name`` (or ``<name>_nogc``) when it is not installed: the
+    advice for a name that is no linker, else the package providing it; None if unknown."""
+    base = name[: -len("_nogc")] if name.endswith("_nogc") else name
+    if base in _LINKER_ADVICE:
+        return _LINKER_ADVICE[base]
+    package = _LINKER_PACKAGES.get(name) or _LINKER_PACKAGES.get(base)
+    return f"install {package}, which provides it" if package else None
 
 
 def resolve_linker(spec: str | Linker | None) -> Linker:
@@ -73,11 +91,8 @@ def resolve_linker(spec: str | Linker | None) -> Linker:
     factories = pm.linkers()
     base, nogc = (name[: -len("_nogc")], True) if name.endswith("_nogc") else (name, False)
     if base not in factories:
-        package = _LINKER_PACKAGES.get(name) or _LINKER_PACKAGES.get(base)
-        hint = (
-            f"install {package}, which provides it"
-            if package
-            else "use one of the known linkers, or install the plugin that provides it"
+        hint = missing_linker_hint(name) or (
+            "use one of the known linkers, or install the plugin that provides it"
         )
         raise ValueError(
             f"unknown linker {name!r}. Known linkers are: {', '.join(sorted(factories))} "

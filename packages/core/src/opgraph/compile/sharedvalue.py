@@ -271,14 +271,15 @@ def shared(
             continue
         if var is not None:
             return var
-    pm = get_plugin_manager()
-    if kwargs:
-        # The hook has a fixed signature; keyword extras go to core's constructors.
-        var = core_shared_constructor(value, name, strict, allow_downcast, borrow, **kwargs)
-    else:
-        var = pm.shared_constructor(
-            value=value, name=name, strict=strict, allow_downcast=allow_downcast, borrow=borrow
-        )
+    # Keyword extras reach the plugins that take them (``options``) and core's tensors.
+    var = get_plugin_manager().shared_constructor(
+        value=value,
+        name=name,
+        strict=strict,
+        allow_downcast=allow_downcast,
+        borrow=borrow,
+        options=kwargs,
+    )
     if var is None:
         typename = f"{type(value).__module__}.{type(value).__qualname__}"
         package = _foreign_package(value)

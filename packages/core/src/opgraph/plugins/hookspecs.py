@@ -110,7 +110,7 @@ def opgraph_linkers() -> Mapping[str, LinkerFactory]:
 
     Called when a mode needs a linker and by ``python -m opgraph plugins``; the result
     is cached until a plugin is (un)registered. Return a mapping from linker name
-    (``"py"``, ``"vm"``, ``"c"``, ``"cvm"``, ``"cuda"``) to a zero-argument factory
+    (``"py"``, ``"vm"``, ``"c"``, ``"cvm"``, ``"dask"``) to a zero-argument factory
     that builds a fresh linker. Import heavy modules inside the factory, not at module
     level. Two plugins giving the same name is an error naming both.
     """
@@ -158,14 +158,20 @@ def opgraph_register_rewrites(optdb: Any) -> None:
 
 @hookspec(firstresult=True)
 def opgraph_shared_constructor(
-    value: Any, name: str | None, strict: bool, allow_downcast: bool | None, borrow: bool
+    value: Any,
+    name: str | None,
+    strict: bool,
+    allow_downcast: bool | None,
+    borrow: bool,
+    options: Mapping[str, Any],
 ) -> Any | None:
     """Wrap ``value`` in a SharedVariable if this plugin owns its type, else return None.
 
     Called by ``opgraph.shared(value, ...)`` before core's own constructors; the first
     plugin to return something other than None wins (plugins registered later are
     asked first). Return None quickly for values you do not own, e.g.
-    ``if not scipy.sparse.issparse(value): return None``.
+    ``if not scipy.sparse.issparse(value): return None``. When ``shared`` is given
+    keyword extras, only the implementations that take ``options`` are asked.
 
     Parameters
     ----------
@@ -179,6 +185,10 @@ def opgraph_shared_constructor(
         Whether converting a Python float to float32 etc. may lose precision.
     borrow
         If True, the SharedVariable may alias ``value`` instead of copying it.
+    options
+        The other keyword arguments given to ``shared`` (Theano's ``broadcastable=``,
+        ``target=``, ...), empty when there are none. Return None for options you do not
+        understand, so another constructor (or the error naming them) answers.
     """
 
 
@@ -196,6 +206,25 @@ def opgraph_as_variable(value: Any, name: str | None) -> Any | None:
         The object to convert.
     name
         Name for the resulting Constant or Variable, or None.
+    """
+
+
+@hookspec(firstresult=True)
+def opgraph_transfer(var: Any, target: Any) -> Any | None:
+    """``var`` moved to ``target`` if this plugin owns that target, else None.
+
+    Called by ``opgraph.tensor.transfer(var, target)`` (Theano's ``tensor.transfer``) for
+    every target but ``"cpu"`` (core's: a host tensor), after the functions given to
+    ``register_transfer``; the first answer that is not None wins, and with none the call
+    is a ValueError. opgraph-backend-cuda answers the GPU targets (``"cuda"``, ``"cudaN"``,
+    ``"gpu"``, ``"devN"``, None) with a GPU variable.
+
+    Parameters
+    ----------
+    var
+        The variable (or value) to move.
+    target
+        Where to: a device or context name, or None.
     """
 
 
@@ -221,6 +250,17 @@ def opgraph_commands() -> Mapping[str, Command | CommandRunner]:
     ``run(args)`` function whose docstring's first line is the help. Called when
     ``python -m opgraph`` builds its parser. ``plugins`` and ``config`` are opgraph's
     own commands and cannot be taken.
+    """
+
+
+@hookspec
+def opgraph_cache_info() -> str | Sequence[str] | None:
+    """Lines on what this plugin keeps in opgraph's compile cache, for ``cache info``.
+
+    Called by ``python -m opgraph cache info`` after the report of the plugin owning the
+    ``cache`` command (backend-c's C kernels), and listed under ``"plugins"`` with
+    ``--json``. For a plugin with a cache of its own: backend-cuda counts its CUDA kernel
+    modules. Return a line, a few lines, or None to show nothing; keep it cheap.
     """
 
 

@@ -556,15 +556,47 @@ class OpgraphPluginManager(pluggy.PluginManager):
         strict: bool = False,
         allow_downcast: bool | None = None,
         borrow: bool = False,
+        options: Mapping[str, Any] | None = None,
     ) -> Any | None:
-        """The first plugin's SharedVariable for ``value``, or None if no plugin owns it."""
-        return self.hook.opgraph_shared_constructor(
-            value=value, name=name, strict=strict, allow_downcast=allow_downcast, borrow=borrow
+        """The first plugin's SharedVariable for ``value``, or None if no plugin owns it.
+
+        With ``options`` (``shared``'s keyword extras), only the implementations that take
+        ``options`` are asked: one that does not would silently drop them.
+        """
+        options = dict(options or {})
+        caller = self.hook.opgraph_shared_constructor
+        if options:
+            blind = [i.plugin for i in caller.get_hookimpls() if "options" not in i.argnames]
+            caller = self.subset_hook_caller("opgraph_shared_constructor", blind)
+        return caller(
+            value=value,
+            name=name,
+            strict=strict,
+            allow_downcast=allow_downcast,
+            borrow=borrow,
+            options=options,
         )
 
     def as_variable(self, value: Any, name: str | None = None) -> Any | None:
         """The first plugin's Constant/Variable for a foreign ``value``, or None."""
         return self.hook.opgraph_as_variable(value=value, name=name)
+
+    def transfer(self, var: Any, target: Any) -> Any | None:
+        """The first plugin's ``var`` moved to ``target``, or None if no plugin owns it."""
+        return self.hook.opgraph_transfer(var=var, target=target)
+
+    def cache_info(self) -> dict[str, list[str]]:
+        """``{plugin name: lines}`` from each plugin's ``opgraph_cache_info`` (a hook that
+        fails gives its error as its line: ``cache info`` must still print)."""
+        found: dict[str, list[str]] = {}
+        for impl in self.hook.opgraph_cache_info.get_hookimpls():
+            try:
+                lines = impl.function()
+            except Exception as exc:
+                lines = f"(its cache_info hook failed: {type(exc).__name__}: {exc})"
+            if lines:
+                found[impl.plugin_name] = [lines] if isinstance(lines, str) else list(lines)
+        return found
 
     # ---- listing
 

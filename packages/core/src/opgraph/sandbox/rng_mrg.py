@@ -701,9 +701,11 @@ class MRG_RandomStreams:  # Theano's name
         ``size`` is a tuple of ints or symbolic scalars, or a symbolic integer vector (then
         give ``ndim`` if its length is not known). ``dtype`` defaults to the upcast of
         ``floatX``, ``low`` and ``high``. ``nstreams`` is the number of substreams
-        (default :func:`guess_n_streams`). ``target`` is accepted and ignored (CPU only).
+        (default :func:`guess_n_streams`). ``target`` places the generator's state, as
+        Theano's did (``shared(rstates, target=...)``): ``target="cuda"`` with
+        opgraph-backend-cuda keeps it on the GPU, so draws never copy it.
         """
-        kwargs.pop("target", None)
+        state_options = {"target": kwargs.pop("target")} if "target" in kwargs else {}
         if kwargs:
             raise TypeError(f"uniform() got unexpected keyword arguments {sorted(kwargs)}")
         low = as_tensor_variable(low)
@@ -732,7 +734,7 @@ class MRG_RandomStreams:  # Theano's name
         if nstreams is None:
             nstreams = self.n_streams(size)
         rstates = self.get_substream_rstates(nstreams, dtype)
-        node_rstate = shared(rstates)
+        node_rstate = shared(rstates, **state_options)
         new_rstate, u = mrg_uniform.new(node_rstate, ndim, dtype, size)
         u = self.pretty_return(node_rstate, new_rstate, u, size=size, nstreams=orig_nstreams)
         node_rstate.tag.is_rng = True

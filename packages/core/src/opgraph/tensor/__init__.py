@@ -36,8 +36,10 @@ from opgraph.tensor.basic import (
     choose,
     constant,
     patternbroadcast,
+    register_transfer,
     scalar_from_tensor,
     tensor_from_scalar,
+    transfer,
     unbroadcast,
 )
 from opgraph.tensor.cumulative import *

@@ -7,7 +7,7 @@ Also the two ops between scalars and 0-d tensors (``TensorFromScalar``, ``Scalar
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ import opgraph.scalar.basic as ps
 from opgraph.graph.basic import Apply, Constant, Variable, add_variable_converter
 from opgraph.graph.null_type import disconnected_type, grad_not_implemented
 from opgraph.graph.op import Op
+from opgraph.plugins import get_plugin_manager
 from opgraph.scalar.basic import _autocast_python
 from opgraph.scalar.type import ScalarType, discrete_dtypes, get_scalar_type
 from opgraph.tensor.type import TensorType
@@ -30,8 +31,10 @@ __all__ = [
     "choose",
     "constant",
     "patternbroadcast",
+    "register_transfer",
     "scalar_from_tensor",
     "tensor_from_scalar",
+    "transfer",
 ]
 
 
@@ -115,6 +118,43 @@ def as_tensor_of_value(x: Any, name: str | None, ndim: int | None) -> Variable:
 
 as_tensor = as_tensor_variable
 add_variable_converter(as_tensor_variable)
+
+
+#: Functions given to :func:`register_transfer`, asked in order before the plugins.
+_TRANSFERS: list[Callable[[Any, Any], Any]] = []
+
+
+def transfer(var: Any, target: Any) -> Variable:
+    """``var`` on ``target`` (Theano's ``tensor.transfer``).
+
+    ``"cpu"`` gives a host tensor (``as_tensor_variable``: a GPU variable is copied to the
+    host). Any other target is answered by the functions given to :func:`register_transfer`,
+    then by the plugins' ``opgraph_transfer`` hooks (opgraph-backend-cuda's takes the GPU
+    targets ``"cuda"``, ``"cudaN"``, ``"gpu"``, ``"devN"`` and None); ValueError if none does.
+    """
+    if target == "cpu":
+        return as_tensor_variable(var)
+    for fn in _TRANSFERS:
+        moved = fn(var, target)
+        if moved is not None:
+            return moved
+    moved = get_plugin_manager().transfer(var=var, target=target)
+    if moved is not None:
+        return moved
+    raise ValueError(
+        f"Can't transfer to target {target!r}: no transfer function takes it ('cpu' is "
+        "core's; GPU targets such as 'cuda', 'cuda0', 'gpu', 'dev0' come from "
+        "opgraph-backend-cuda).\nHINT: pip install opgraph-backend-cuda for the GPU, or "
+        "give a function of your own to opgraph.tensor.basic.register_transfer."
+    )
+
+
+def register_transfer(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """Make :func:`transfer` ask ``fn(var, target)`` (a moved variable, or None for targets
+    it does not know) before the plugins (Theano's ``register_transfer``). Returns ``fn``."""
+    if fn not in _TRANSFERS:
+        _TRANSFERS.append(fn)
+    return fn
 
 
 class Rebroadcast(Op):

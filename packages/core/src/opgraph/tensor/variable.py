@@ -20,7 +20,7 @@ import opgraph.tensor.shape as tshape
 import opgraph.tensor.sort as tsort
 import opgraph.tensor.statistics as tstat
 from opgraph.graph.basic import Constant, Variable
-from opgraph.tensor.basic import _AsTensorError
+from opgraph.tensor.basic import _AsTensorError, transfer
 from opgraph.tensor.elemwise import DimShuffle
 from opgraph.tensor.subtensor import getitem, take
 from opgraph.tensor.type import TensorType
@@ -337,6 +337,11 @@ class _tensor_py_operators:
         out = tm.identity(self)
         out.name = name
         return out
+
+    def transfer(self, target: Any) -> Any:
+        """This variable on ``target`` (Theano's method): ``"cpu"``, or a GPU target such as
+        ``"cuda"`` with opgraph-backend-cuda. See :func:`opgraph.tensor.basic.transfer`."""
+        return transfer(self, target)
 
     def conj(self) -> Any:
         """Complex conjugate."""

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from opgraph.compile.function import function
-from opgraph.compile.mode import _LINKER_PACKAGES, Mode, get_mode
+from opgraph.compile.mode import Mode, get_mode, missing_linker_hint
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Variable
 from opgraph.graph.op import Op
@@ -220,10 +220,10 @@ def skip(reason: str) -> None:
 
 
 def linker_hint(name: str) -> str:
-    """``' (install opgraph-backend-c, which provides it)'`` for a known linker, else ''."""
-    base = name[: -len("_nogc")] if name.endswith("_nogc") else name
-    package = _LINKER_PACKAGES.get(name) or _LINKER_PACKAGES.get(base)
-    return f" (install {package}, which provides it)" if package else ""
+    """``' (install opgraph-backend-c, which provides it)'`` for a known linker (or the
+    advice for a name that is no linker, such as ``cuda``), else ''."""
+    hint = missing_linker_hint(name)
+    return f" ({hint})" if hint else ""
 
 
 def linker_installed(name: str) -> bool:
