@@ -64,15 +64,18 @@ def test_shared_with_a_gpu_target_moves_any_gpu_dtype():
     assert isinstance(ints, GpuArraySharedVariable) and ints.type.dtype == "int32"
     host = opgraph.shared(np.ones(3, "float32"), target="cpu")
     assert isinstance(host, TensorSharedVariable)
-    with pytest.raises(TypeError, match="cannot hold float16"):
-        opgraph.shared(np.ones(3, "float16"), target="cuda")
+    half = opgraph.shared(np.ones(3, "float16"), target="cuda")
+    assert isinstance(half, GpuArraySharedVariable) and half.type.dtype == "float16"
+    with pytest.raises(TypeError, match="cannot hold complex64"):
+        opgraph.shared(np.ones(3, "complex64"), target="cuda")
     with pytest.raises(TypeError, match="with options"):
         opgraph.shared(np.ones(3, "float32"), target="tpu")
 
 
 def test_shared_keywords_under_device_cuda():
     """``device=cuda`` (in a fresh process: it cannot change once read): float32 values
-    move with their keyword extras; integers, float16 and ``shape=`` stay on the host."""
+    and float16 values move with their keyword extras; integers and ``shape=`` stay on the
+    host."""
     code = textwrap.dedent(
         """
         import numpy as np, opgraph
@@ -93,7 +96,8 @@ def test_shared_keywords_under_device_cuda():
     assert proc.returncode == 0, proc.stderr
     got = eval(proc.stdout.strip().splitlines()[-1])
     assert got["row"] == ["GpuArraySharedVariable", "GpuArrayType<None>(float32, row)"]
-    for name in ("cpu", "shape", "int32", "float16"):
+    assert got["float16"] == ["GpuArraySharedVariable", "GpuArrayType<None>(float16, vector)"]
+    for name in ("cpu", "shape", "int32"):
         assert got[name][0] == "TensorSharedVariable", (name, got[name])
 
 

@@ -7,7 +7,10 @@
   add/mul/maximum/minimum/and/or/xor) over any axes (:mod:`opgraph_cuda.kernels.reduce`).
 
 The lifters keep a node on the CPU (return None) when its scalar op, or one op inside its
-Composite, has no CUDA code for its dtypes.
+Composite, has no CUDA code for its dtypes. float16 operands are stored as float16 and
+computed in float32: an elementwise kernel loads them into float32 and rounds each
+output once; a reduction accumulates in float32 (Theano's acc_dtype rule for float16,
+applied to max/min too, where it changes nothing) and stores the CPU op's output dtype.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from opgraph.tensor.elemwise import CAReduce, Elemwise, broadcast_error
 from opgraph_cuda.array import GpuArray
 from opgraph_cuda.kernels.elemwise import elemwise_kernel
 from opgraph_cuda.kernels.reduce import combine_code, reduce_kernel
-from opgraph_cuda.kernels.scalar import element_function
+from opgraph_cuda.kernels.scalar import element_function, math_dtype
 from opgraph_cuda.ops import GpuDimShuffle, GpuOp, Run, as_gpuarray_variable
 from opgraph_cuda.opt import register_lifter
 from opgraph_cuda.runtime import get_runtime
@@ -182,7 +185,7 @@ def _has_zero_stride(x: GpuArray) -> bool:
 class GpuCAReduce(GpuOp):
     """Reduce ``axis`` (all axes when None) with ``scalar_op`` (add, mul, maximum, minimum,
     and, or, xor, mul_without_zeros), accumulating in ``acc_dtype`` and giving ``dtype``
-    (both default to the input's dtype).
+    (both default to the input's dtype; a float16 accumulator is float32).
 
     Printed ``GpuCAReduce{add}{0,1}`` (``GpuCAReduce{add}`` over all axes). Reducing an
     empty axis gives the identity; for maximum/minimum it is a ValueError, as in NumPy.
@@ -211,6 +214,10 @@ class GpuCAReduce(GpuOp):
     def _axes(self, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim)) if self.axis is None else self.axis
 
+    def _acc(self, in_dtype: str) -> str:
+        """The accumulator's dtype: ``acc_dtype`` or the input's, float32 for float16."""
+        return math_dtype(self.acc_dtype or in_dtype)
+
     def make_node(self, x: Any) -> Apply:
         x = as_gpuarray_variable(x)
         ndim = x.type.ndim
@@ -220,7 +227,7 @@ class GpuCAReduce(GpuOp):
         for a in self._axes(ndim):
             if not 0 <= a < ndim:
                 raise ValueError(f"{self}: axis {a} is out of range for {x} ({x.type})")
-        acc = self.acc_dtype or x.type.dtype
+        acc = self._acc(x.type.dtype)
         if combine_code(self.scalar_op, acc) is None:
             raise TypeError(f"{self}: no CUDA reduction for {self.scalar_op} accumulating in {acc}")
         axes = self._axes(ndim)
@@ -232,7 +239,7 @@ class GpuCAReduce(GpuOp):
         kernel = reduce_kernel(
             self.scalar_op,
             x.type.dtype,
-            self.acc_dtype or x.type.dtype,
+            self._acc(x.type.dtype),
             node.outputs[0].type.dtype,
             _node_title(self, node),
         )
@@ -250,10 +257,11 @@ class GpuCAReduce(GpuOp):
 # ---- lifters ------------------------------------------------------------------------------
 
 
-@register_lifter(Elemwise)
+@register_lifter(Elemwise, float16=True)
 def lift_elemwise(node: Apply, inputs: Sequence[Variable]) -> list[Variable] | None:
     """``Elemwise{op}`` -> ``GpuElemwise{op}`` when ``op`` (every node of a Composite) has
-    CUDA code for the node's dtypes; None keeps it on the CPU."""
+    CUDA code for the node's dtypes (float16 operands computed in float32); None keeps it
+    on the CPU."""
     scalar_op = node.op.scalar_op
     in_dtypes = [v.type.dtype for v in node.inputs]
     out_dtypes = [v.type.dtype for v in node.outputs]
@@ -262,13 +270,15 @@ def lift_elemwise(node: Apply, inputs: Sequence[Variable]) -> list[Variable] | N
     return GpuElemwise(scalar_op)(*inputs, return_list=True)
 
 
-@register_lifter(CAReduce)
+@register_lifter(CAReduce, float16=True)
 def lift_careduce(node: Apply, inputs: Sequence[Variable]) -> list[Variable] | None:
     """``Sum``/``Prod``/``All``/``Any``/``Reduce{maximum}``/... -> ``GpuCAReduce`` with the
-    same axes, accumulator and output dtypes; None for ops without a CUDA reduction."""
+    same axes, accumulator and output dtypes (a float16 accumulator is float32: core's Sum
+    and Prod already ask for it, max/min of float16 give the same values in either); None
+    for ops without a CUDA reduction."""
     op = node.op
     x = node.inputs[0]
-    acc = getattr(op, "acc_dtype", None) or x.type.dtype
+    acc = math_dtype(getattr(op, "acc_dtype", None) or x.type.dtype)
     if combine_code(op.scalar_op, acc) is None:
         return None
     axis = None if op.axis is None else tuple(op.axis)

@@ -2,13 +2,18 @@
 
 :class:`GpuLift` runs after the CPU rewrites have fused elementwise graphs (stage
 ``gpuarray``, between ``fusion`` and the in-place passes). It walks the graph in order and
-replaces each node that has a lifter (:func:`register_lifter`) and only float32 (or integer
-and bool) tensors by its GPU version; inputs coming from a lifted node are taken on the
-device directly, so transfers stay at the boundaries: ``GpuFromHost`` where host data
+replaces each node that has a lifter (:func:`register_lifter`) and only float32, float16
+(or integer and bool) tensors by its GPU version; inputs coming from a lifted node are taken
+on the device directly, so transfers stay at the boundaries: ``GpuFromHost`` where host data
 enters, ``HostFromGpu`` where a host op or a function output reads GPU data. A node it
 keeps on the CPU is logged (logger ``opgraph_cuda.opt``) with its reason, and
 ``assert_no_cpu_op`` turns that into a warning or an error. Last it cuts
 ``GpuFromHost(HostFromGpu(x))`` and ``HostFromGpu(GpuFromHost(x))`` pairs.
+
+float16 is stored on the GPU and computed in float32 (Theano's gpuarray rule), by the ops
+whose lifters say they can (``register_lifter(..., float16=True)``: elementwise graphs,
+reductions, views, alloc, shapes, ``x[idx]``); a float16 node of any other op (cuBLAS
+products, softmax, random draws) stays on the CPU, and the log says so.
 
 When it acts (flag ``cuda__lift``): ``auto``, when ``device`` names a GPU or the graph
 already holds GPU variables (a GPU shared variable); ``always``; ``never``.
@@ -44,6 +49,7 @@ from opgraph_cuda.runtime import GpuUnavailable, get_runtime, gpu_requested
 from opgraph_cuda.type import GpuArrayType
 
 __all__ = [
+    "FLOAT16_LIFTERS",
     "LIFTERS",
     "SOURCE_LIFTERS",
     "CpuOpInGpuGraph",
@@ -73,10 +79,16 @@ LIFTERS: dict[type, Lifter] = {}
 #: Lifters of ops that make float32 data from host bookkeeping alone (a random draw from an
 #: integer state): their nodes move even when no input is on the GPU or float32.
 SOURCE_LIFTERS: set[Lifter] = set()
-#: Dtypes that move to the GPU (float64 stays on the host, as Theano's float32 advice).
+#: Lifters whose GPU ops take float16 (stored as such, computed in float32).
+FLOAT16_LIFTERS: set[Lifter] = set()
+#: Dtypes that move to the GPU (float64 stays on the host, as Theano's float32 advice;
+#: float16 only into the ops of :data:`FLOAT16_LIFTERS`).
 MOVABLE_DTYPES = frozenset(
-    {"float32", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"}
+    {"float16", "float32", "int8", "int16", "int32", "int64"}
+    | {"uint8", "uint16", "uint32", "uint64", "bool"}
 )
+#: Float dtypes whose data, read by a node, makes it move to the GPU.
+DATA_DTYPES = ("float16", "float32")
 
 
 class CpuOpInGpuGraph(AssertionError, RewriteAbort):
@@ -93,13 +105,17 @@ class KeepOnCpu(Exception):
     """Raised by a lifter to keep a node on the CPU; the message is the logged reason."""
 
 
-def register_lifter(*op_classes: type, source: bool = False) -> Callable[[Lifter], Lifter]:
+def register_lifter(
+    *op_classes: type, source: bool = False, float16: bool = False
+) -> Callable[[Lifter], Lifter]:
     """Register ``lifter(node, inputs)`` for the CPU Op classes ``op_classes`` (and their
     subclasses without a lifter of their own).
 
-    A node moves only when an input is on the GPU or reads float32 data (integer
+    A node moves only when an input is on the GPU or reads float32/float16 data (integer
     bookkeeping stays on the host); ``source=True`` lifts the ops' nodes without either,
     for ops that make float32 data from host integers (``mrg_uniform``'s random draws).
+    ``float16=True`` says the GPU ops it builds take float16 tensors (loaded into float32,
+    stored rounded); without it a node with a float16 tensor stays on the CPU.
 
     ``inputs`` are ``node.inputs`` with every tensor moved to the GPU (a GPU variable, a
     GPU constant, or ``GpuFromHost`` of a host one); other inputs (scalars, index values)
@@ -113,6 +129,8 @@ def register_lifter(*op_classes: type, source: bool = False) -> Callable[[Lifter
             LIFTERS[cls] = lifter
         if source:
             SOURCE_LIFTERS.add(lifter)
+        if float16:
+            FLOAT16_LIFTERS.add(lifter)
         return lifter
 
     return decorator
@@ -186,16 +204,19 @@ class GpuLift(GraphRewriter):
         bad = sorted(set(dtypes) - MOVABLE_DTYPES)
         if bad:
             return f"{', '.join(bad)} stays on the CPU (only float32 graphs move to the GPU)"
+        if "float16" in dtypes and lifter not in FLOAT16_LIFTERS:
+            return f"{type(node.op).__name__} has no float16 GPU version"
         if (
             lifter not in SOURCE_LIFTERS
             and not any(map(_on_gpu, node.inputs))
             and not any(
-                isinstance(v.type, TensorType) and v.type.dtype == "float32" for v in node.inputs
+                isinstance(v.type, TensorType) and v.type.dtype in DATA_DTYPES for v in node.inputs
             )
         ):
-            # Theano's rule: a node with no GPU input moves only when it reads float32 data
-            # (which is then transferred); integer bookkeeping (shapes, indices, a batch size
-            # cast to float32) stays on the host, so no tiny transfer waits mid-graph.
+            # Theano's rule: a node with no GPU input moves only when it reads float32 (or
+            # float16) data, which is then transferred; integer bookkeeping (shapes, indices,
+            # a batch size cast to float32) stays on the host, so no tiny transfer waits
+            # mid-graph.
             return None
         inputs = [
             as_gpuarray_variable(v) if isinstance(v.type, TensorType | GpuArrayType) else v
@@ -267,29 +288,29 @@ def load_lifters() -> None:
 # ---- lifters of the view and shape ops
 
 
-@register_lifter(DimShuffle)
+@register_lifter(DimShuffle, float16=True)
 def _lift_dimshuffle(node: Apply, inputs: Sequence[Variable]) -> list[Variable]:
     return [GpuDimShuffle(node.op.input_broadcastable, node.op.new_order)(inputs[0])]
 
 
-@register_lifter(Subtensor)
+@register_lifter(Subtensor, float16=True)
 def _lift_subtensor(node: Apply, inputs: Sequence[Variable]) -> list[Variable] | None:
     if type(node.op) is not Subtensor:
         return None
     return [GpuSubtensor(node.op.idx_list)(inputs[0], *node.inputs[1:])]
 
 
-@register_lifter(Reshape)
+@register_lifter(Reshape, float16=True)
 def _lift_reshape(node: Apply, inputs: Sequence[Variable]) -> list[Variable]:
     return [GpuReshape(node.op.ndim)(inputs[0], node.inputs[1])]
 
 
-@register_lifter(Alloc)
+@register_lifter(Alloc, float16=True)
 def _lift_alloc(node: Apply, inputs: Sequence[Variable]) -> list[Variable]:
     return [GpuAlloc()(inputs[0], *node.inputs[1:])]
 
 
-@register_lifter(Shape, Shape_i)
+@register_lifter(Shape, Shape_i, float16=True)
 def _lift_shape(node: Apply, inputs: Sequence[Variable]) -> list[Variable] | None:
     """A shape read off a GPU variable directly, instead of after a copy to the host."""
     if not _on_gpu(node.inputs[0]):

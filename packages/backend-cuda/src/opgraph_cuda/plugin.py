@@ -50,8 +50,9 @@ def opgraph_shared_constructor(
     borrow: bool,
     options: Mapping[str, Any],
 ) -> Any | None:
-    """Under ``device=cuda``, float32 arrays become GPU shared variables, as in Theano
-    (float16 stays on the host: the GPU type cannot hold it); a GpuArray always does.
+    """Under ``device=cuda``, float32 and float16 arrays become GPU shared variables, as in
+    Theano (float16 is stored as such; GPU kernels compute it in float32); a GpuArray
+    always does.
     ``target="cuda"`` (a GPU or context name) moves an array of any GPU dtype and
     ``target="cpu"`` keeps it on the host; ``broadcastable=`` is honoured (the options of
     Theano's ``gpuarray_shared_constructor``); other options leave the value to core."""
@@ -71,7 +72,8 @@ def opgraph_shared_constructor(
     if not is_gpu:
         if not isinstance(value, np.ndarray):
             return None
-        if not (targeted or (gpu_requested() and value.dtype == np.float32)):
+        floats = value.dtype in (np.float32, np.float16)
+        if not (targeted or (gpu_requested() and floats)):
             return None
         from opgraph_cuda.type import gpu_supported_dtypes
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from opgraph_cuda.compiler import CudaSource, KernelSig
-from opgraph_cuda.kernels.scalar import CTYPES
+from opgraph_cuda.kernels.scalar import CTYPES, Operand, convert
 from opgraph_cuda.runtime import Runtime
 
 __all__ = ["collapse", "copy_into", "copy_source"]
@@ -53,7 +53,9 @@ def collapse(
 
 
 def copy_source(dst: np.dtype, src: np.dtype, ndim: int) -> CudaSource:
-    """The kernel copying (and converting) an ``ndim``-d strided view into another."""
+    """The kernel copying (and converting) an ``ndim``-d strided view into another; a
+    conversion is :func:`~opgraph_cuda.kernels.scalar.convert`'s (float16 rounds to
+    nearest even)."""
     dt, st = CTYPES[dst.name], CTYPES[src.name]
     names = [f"n{d}" for d in range(ndim)]
     dsts = [f"d{d}" for d in range(ndim)]
@@ -65,7 +67,8 @@ def copy_source(dst: np.dtype, src: np.dtype, ndim: int) -> CudaSource:
     for d in range(ndim - 1, 0, -1):
         body.append(f"        k = rest % n{d}; rest /= n{d}; od += k * d{d}; os += k * s{d};")
     body.append("        od += rest * d0; os += rest * s0;")
-    value = "(src[os] != 0)" if dst == np.bool_ else f"({dt})src[os]"
+    # C casts; to bool by != 0; float16 through float32 (loads exact, stores rounded)
+    value = convert(Operand("src[os]", src.name), dst.name).text
     code = "\n".join(
         [
             f"/* strided copy: {src.name} -> {dst.name}, {ndim} dimension(s) (GpuArray.copy, ",

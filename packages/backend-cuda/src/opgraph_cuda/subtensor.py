@@ -20,6 +20,10 @@ each destination row's contributions in index order, bit-identical to ``np.add.a
 between runs. It owns a row either by destination (one thread per row of ``x`` scanning
 all indices, ``N * M`` reads, when ``N <= M``) or by first occurrence (the position whose
 index appears first scans the positions after it, about ``M * M / 2`` reads).
+
+The gather copies elements and so takes float16 as any dtype; the increments and
+assignments convert and add with C operators, which float16 (storage only) lacks, so
+float16 ``x`` or ``y`` stay on the CPU there.
 """
 
 from __future__ import annotations
@@ -305,6 +309,11 @@ class GpuAdvancedIncSubtensor1(GpuOp):
         check_inc_value(self, x, y, x.type.ndim, self.set_instead_of_inc)
         if y.type.dtype not in CTYPES or (not self.set_instead_of_inc and x.type.dtype == "bool"):
             raise TypeError(f"{self}: cannot write y ({y}, {y.type}) into x of type {x.type}")
+        if "float16" in (x.type.dtype, y.type.dtype):
+            raise TypeError(
+                f"{self}: no float16 kernel (x: {x.type}, y: {y.type}). HINT: the lifting pass "
+                "keeps float16 inc_subtensor/set_subtensor on the CPU."
+            )
         return Apply(self, [x, y, ilist], [x.type()])
 
     def kernel_names(self, dtype: str) -> list[str]:
@@ -369,7 +378,7 @@ def _check_index_dtype(node: Apply) -> None:
         )
 
 
-@register_lifter(AdvancedSubtensor1)
+@register_lifter(AdvancedSubtensor1, float16=True)
 def lift_advanced_subtensor1(node: Apply, inputs: Sequence[Variable]) -> list[Variable]:
     """``AdvancedSubtensor1`` -> :class:`GpuAdvancedSubtensor1` (the index moved to the
     device as well)."""

@@ -36,8 +36,10 @@ __all__ = [
     "host_from_gpu",
 ]
 
-#: Dtypes a GpuArrayType may hold (kernels exist for float32 and the integer/bool types).
+#: Dtypes a GpuArrayType may hold (kernels exist for float32 and the integer/bool types;
+#: float16 is stored as such and computed in float32).
 gpu_supported_dtypes = (
+    "float16",
     "float32",
     "float64",
     "int8",

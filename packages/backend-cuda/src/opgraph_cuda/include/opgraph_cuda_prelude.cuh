@@ -1,6 +1,10 @@
 /* opgraph-backend-cuda: the helpers every generated CUDA kernel includes first.
  *
  * - fixed-width types named after NumPy dtypes (opg_float32, opg_int64, opg_bool, ...);
+ * - opg_float16, a storage type only: cuda_fp16.h's __half under nvcc, the emulator's
+ *   software __half under g++. Kernels load it with __half2float, compute in float and
+ *   store with __float2half_rn (round to nearest even); opg_round_half(x) rounds a float
+ *   to the nearest half and back (an explicit cast to float16 inside a fused graph);
  * - NumPy-exact helpers for the scalar ops whose C operator differs from NumPy: floor
  *   division and modulo (rounding toward -inf, x // 0 == 0 for integers), NaN-propagating
  *   maximum/minimum, sign (NaN stays NaN);
@@ -9,7 +13,8 @@
  *
  * It compiles under nvcc (device code) and under g++ -std=c++20 with the CPU emulator's
  * header (opgraph_cuda_emulate.h) force-included, which defines __device__ and friends.
- * float16 is not provided: CUDA's half arithmetic has no counterpart in the emulator.
+ * No half arithmetic is used anywhere (the emulator has none): the kernel text is the same
+ * for both compilers.
  */
 #ifndef OPGRAPH_CUDA_PRELUDE_CUH
 #define OPGRAPH_CUDA_PRELUDE_CUH
@@ -17,6 +22,10 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#endif
 
 typedef float opg_float32;
 typedef double opg_float64;
@@ -29,6 +38,12 @@ typedef unsigned short opg_uint16;
 typedef unsigned int opg_uint32;
 typedef unsigned long long opg_uint64;
 typedef unsigned char opg_bool; /* NumPy's bool: one byte holding 0 or 1 */
+typedef __half opg_float16;     /* storage only: math on it happens in float */
+
+/* x rounded to the nearest float16 (ties to even) and back: what a cast to float16 keeps. */
+__device__ __forceinline__ float opg_round_half(const float x) {
+    return __half2float(__float2half_rn(x));
+}
 
 /* ---- maximum / minimum / sign, as np.maximum, np.minimum, np.sign ---------------------- */
 

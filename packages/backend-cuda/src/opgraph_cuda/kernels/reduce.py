@@ -18,7 +18,9 @@ is split into chunks (``blockIdx.y``): a first pass writes ``M x S`` partials in
 accumulator dtype and a second pass reduces them. Every thread reduces its elements in a
 fixed order and the trees have a fixed shape, so results depend only on the shapes and the
 device (no atomics). Max/min propagate NaN (``OPG_MAX``), as NumPy does; a reduction over an
-empty axis gives the op's identity, or ValueError for max/min (no identity).
+empty axis gives the op's identity, or ValueError for max/min (no identity). float16 is
+loaded into a float32 accumulator (a float16 ``acc_dtype`` means float32) and an output
+or partial of float16 is rounded once, when stored.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from opgraph_cuda.kernels.scalar import (
     c_literal,
     convert,
     lookup,
+    math_dtype,
     wrap_params,
 )
 from opgraph_cuda.runtime import CudaSource, KernelSig, Runtime, get_runtime
@@ -73,7 +76,8 @@ REDUCE_OPS = (sb.Add, sb.Mul, sb.Maximum, sb.Minimum, sb.AND, sb.OR, sb.XOR, sx.
 
 def combine_code(scalar_op: sb.ScalarOp, acc_dtype: str) -> str | None:
     """C expression combining accumulators ``a`` and ``b`` of ``acc_dtype``, or None when
-    the op has no reduction kernel for that dtype."""
+    the op has no reduction kernel for that dtype (float16 accumulates as float32)."""
+    acc_dtype = math_dtype(acc_dtype)
     if not isinstance(scalar_op, REDUCE_OPS) or acc_dtype not in CTYPES:
         return None
     entry = lookup(scalar_op)
@@ -308,6 +312,7 @@ def reduce_source(
 ) -> CudaSource | None:
     """The module of one reduction's six kernels (rows/cols x final/partial/merge), or None
     when the op or a dtype has no CUDA code."""
+    acc_dtype = math_dtype(acc_dtype)
     combine = combine_code(scalar_op, acc_dtype)
     if combine is None or in_dtype not in CTYPES or out_dtype not in CTYPES:
         return None
@@ -377,7 +382,8 @@ class ReduceKernel:
     ) -> None:
         self.runtime = runtime or get_runtime()
         self.scalar_op = scalar_op
-        self.in_dtype, self.acc_dtype, self.out_dtype = in_dtype, acc_dtype, out_dtype
+        self.in_dtype, self.out_dtype = in_dtype, out_dtype
+        self.acc_dtype = math_dtype(acc_dtype)
         self.title = title
         source = reduce_source(scalar_op, in_dtype, acc_dtype, out_dtype, title)
         if source is None:

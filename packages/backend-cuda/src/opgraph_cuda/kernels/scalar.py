@@ -9,6 +9,13 @@ float and double alike (``exp(x)`` is ``expf`` on a float), which keeps the tabl
 Results follow NumPy, NaN and inf included; the helpers whose C operator differs
 (floor division, modulo, maximum/minimum, sign) are in ``include/opgraph_cuda_prelude.cuh``.
 
+float16 is storage only (Theano's gpuarray rule): an element function loads a float16
+input once with ``__half2float``, computes everything in float32 (every float16 value
+inside a fused graph is a float32 temporary; ``math_dtype``), and rounds each float16
+output once with ``__float2half_rn``. An explicit ``Cast`` to float16 inside a graph rounds
+there (``opg_round_half``), since the graph asks for it. :func:`convert` writes these
+conversions, so every kernel generator (copies, reductions) spells them the same way.
+
 :func:`element_function` turns a scalar op, or a fused ``Composite`` (inlined, node by node,
 constants as literals), into ``__device__ void opg_elem(inputs..., outputs&...)``: straight
 line code that every elementwise kernel of the node calls per element.
@@ -38,6 +45,7 @@ __all__ = [
     "convert",
     "element_function",
     "lookup",
+    "math_dtype",
     "wrap_params",
 ]
 
@@ -46,10 +54,11 @@ CTYPES: dict[str, str] = {
     dtype: f"opg_{dtype}"
     for dtype in (
         *("bool", "int8", "int16", "int32", "int64"),
-        *("uint8", "uint16", "uint32", "uint64", "float32", "float64"),
+        *("uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64"),
     )
 }
-FLOATS = ("float32", "float64")
+#: Float dtypes. The scalar table never sees float16: it computes in ``math_dtype``.
+FLOATS = ("float16", "float32", "float64")
 SIGNED = ("int8", "int16", "int32", "int64")
 
 
@@ -68,8 +77,18 @@ class Operand:
 ScalarCode = Callable[..., "str | None"]
 
 
+def math_dtype(dtype: str) -> str:
+    """The dtype kernels compute a ``dtype`` value in: float32 for float16, else itself."""
+    return "float32" if dtype == "float16" else dtype
+
+
 def c_literal(value: Any, dtype: str) -> str:
-    """The C literal of ``value`` in ``dtype`` (inf, NaN and INT64_MIN included)."""
+    """The C literal of ``value`` in ``dtype`` (inf, NaN and INT64_MIN included); a float16
+    one is its float32 literal rounded by ``__float2half_rn`` (exact: it is a half)."""
+    if dtype == "float16":
+        with np.errstate(all="ignore"):
+            half = float(np.float16(value))
+        return f"__float2half_rn({c_literal(half, 'float32')})"
     if dtype == "bool":
         return "((opg_bool)1)" if bool(value) else "((opg_bool)0)"
     ctype = CTYPES[dtype]
@@ -89,13 +108,21 @@ def c_literal(value: Any, dtype: str) -> str:
 
 def convert(x: Operand, dtype: str) -> Operand:
     """``x`` as a value of ``dtype``: C casts, except that anything becomes a bool by
-    ``!= 0`` (NumPy's rule; a C cast to unsigned char would turn 0.5 into 0)."""
+    ``!= 0`` (NumPy's rule; a C cast to unsigned char would turn 0.5 into 0), and float16
+    goes through float32: ``__half2float`` (exact) to load, ``__float2half_rn`` (round to
+    nearest even) to store; ``__double2half`` rounds a float64 once."""
     if x.dtype == dtype:
         return x
     if x.value is not None:
         with np.errstate(all="ignore"):
             value = np.asarray(x.value).astype(dtype).item()
         return Operand(c_literal(value, dtype), dtype, value)
+    if x.dtype == "float16":
+        return convert(Operand(f"__half2float({x.text})", "float32"), dtype)
+    if dtype == "float16":
+        if x.dtype == "float64":
+            return Operand(f"__double2half({x.text})", dtype)
+        return Operand(f"__float2half_rn({convert(x, 'float32').text})", dtype)
     if dtype == "bool":
         return Operand(f"(({x.text}) != 0)", dtype)
     return Operand(f"(({CTYPES[dtype]})({x.text}))", dtype)
@@ -332,16 +359,19 @@ def _compute_dtype(op: sb.ScalarOp, out: str, args: Sequence[Operand]) -> str:
 
 
 def _apply(body: _Body, op: sb.ScalarOp, args: list[Operand], out: str) -> Operand | None:
-    """Emit one scalar op on ``args``; its result as a temporary of dtype ``out``."""
+    """Emit one scalar op on ``args``; its result as a temporary of dtype ``out`` (of
+    float32 for a float16 ``out``: rounded only when ``op`` is a cast)."""
     entry = lookup(op)
     if entry is None or out not in CTYPES:
         return None
+    rounds = out == "float16" and isinstance(op, sb.Cast)
+    out = math_dtype(out)
     if isinstance(op, sb.Switch):
         cond, *branches = args
         cd = out
         atoms = [cond, *(convert(a, cd) for a in branches)]
     else:
-        cd = _compute_dtype(op, out, args)
+        cd = math_dtype(_compute_dtype(op, out, args))
         if cd not in CTYPES:
             return None
         atoms = [convert(a, cd) for a in args]
@@ -353,6 +383,8 @@ def _apply(body: _Body, op: sb.ScalarOp, args: list[Operand], out: str) -> Opera
         text = f"(opg_bool){text}" if isinstance(op, _ZERO_ONE) else f"(({text}) != 0)"
     else:
         text = convert(Operand(text, cd), out).text
+    if rounds:
+        text = f"opg_round_half({text})"
     return body.temp(out, text, str(op))
 
 
@@ -387,7 +419,8 @@ def _emit(
             return values[v]
         if isinstance(v, Constant) and v.type.dtype in CTYPES:
             value = np.asarray(v.data).item()
-            return Operand(c_literal(value, v.type.dtype), v.type.dtype, value)
+            dtype = math_dtype(v.type.dtype)  # a float16 constant is exact in float32
+            return Operand(c_literal(value, dtype), dtype, value)
         return None
 
     needed = _needed(op)
@@ -421,7 +454,12 @@ def element_function(
     if any(d not in CTYPES for d in (*in_dtypes, *out_dtypes)):
         return None
     body = _Body()
-    args = [Operand(f"i{k}", d) for k, d in enumerate(in_dtypes)]
+    args = [
+        body.temp("float32", f"__half2float(i{k})", f"i{k} loaded from float16")
+        if d == "float16"
+        else Operand(f"i{k}", d)
+        for k, d in enumerate(in_dtypes)
+    ]
     results = _emit(body, scalar_op, args, list(out_dtypes))
     if results is None:
         return None
@@ -429,7 +467,10 @@ def element_function(
     params += [f"{CTYPES[d]} &o{k}" for k, d in enumerate(out_dtypes)]
     lines = wrap_params(f"__device__ __forceinline__ void {name}", params)
     lines += [f"    {line}" for line in body.lines]
-    lines += [f"    o{k} = {r};" for k, r in enumerate(results)]
+    lines += [
+        f"    o{k} = {convert(r, d)};"
+        for k, (r, d) in enumerate(zip(results, out_dtypes, strict=True))
+    ]
     lines.append("}")
     return "\n".join(lines)
 
