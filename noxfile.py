@@ -21,7 +21,10 @@ PACKAGES = [
         if p.parent.name != "core"
     ),
 ]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6", "graphviz>=0.20"]
+TEST_DEPS = ["pytest>=8", "pytest-xdist>=3", "hypothesis>=6", "graphviz>=0.20"]
+#: pytest-xdist: one worker per CPU (``-n auto``). Put ``-n 0`` (or ``-p no:xdist``) after
+#: ``--`` to run in one process, e.g. under a debugger.
+PARALLEL = ["-n", "auto"]
 
 
 #: Packages with compiled extensions: built once into a wheel per source state and Python,
@@ -92,7 +95,7 @@ def tests(session: nox.Session) -> None:
         for name in PACKAGES
         if (ROOT / "packages" / name / "tests").is_dir()
     ]
-    session.run("python", "-m", "pytest", *suites, "tests", *session.posargs)
+    session.run("python", "-m", "pytest", *PARALLEL, *suites, "tests", *session.posargs)
 
 
 #: What tests_modes runs core's and the optimizers' suites under, besides the default.
@@ -121,7 +124,13 @@ def tests_modes(session: nox.Session) -> None:
     for name in chosen:
         session.log(f"{name}: OPGRAPH_FLAGS={MODE_FLAGS[name]}")
         session.run(
-            "python", "-m", "pytest", *suites, *args, env={"OPGRAPH_FLAGS": MODE_FLAGS[name]}
+            "python",
+            "-m",
+            "pytest",
+            *PARALLEL,
+            *suites,
+            *args,
+            env={"OPGRAPH_FLAGS": MODE_FLAGS[name]},
         )
 
 
