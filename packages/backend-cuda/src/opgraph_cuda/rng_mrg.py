@@ -26,12 +26,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.basic import Apply, Variable
 from opgraph.sandbox.rng_mrg import M1, check_size_value, mrg_uniform, mrg_uniform_base
-from opgraph.tensor.random_ops import size_vector
-from opgraph.tensor.shape import MakeVector, get_vector_length
 from opgraph.tensor.type import TensorType
 from opgraph_cuda.array import GpuArray
 from opgraph_cuda.kernels.rng_mrg import CONVERSIONS, KERNEL_NAME, mrg_source
@@ -44,23 +40,6 @@ __all__ = ["GPUA_mrg_uniform", "GpuMRG_uniform", "lift_mrg_uniform"]
 
 #: Threads per block (one stream each); blocks loop over the streams past the grid.
 BLOCK = 128
-
-
-def _static_size(size: Variable, ndim: int) -> list[int | None]:
-    """The entries of the size vector known before running (None where symbolic)."""
-    if isinstance(size, Constant):
-        return [int(s) for s in np.asarray(size.data).reshape(-1)[:ndim]]
-    owner = size.owner
-    if owner is not None and isinstance(owner.op, MakeVector):
-        return [int(i.data) if isinstance(i, Constant) else None for i in owner.inputs]
-    return [None] * ndim
-
-
-def _known_length(v: Variable) -> int | None:
-    try:
-        return get_vector_length(v)
-    except (ValueError, TypeError):
-        return None
 
 
 class GpuMRG_uniform(GpuOp, mrg_uniform_base):  # Theano's naming style (GPUA_mrg_uniform)
@@ -94,26 +73,9 @@ class GpuMRG_uniform(GpuOp, mrg_uniform_base):  # Theano's naming style (GPUA_mr
                 f"{self}: rstate must be an int32 matrix of stream states (n_streams, 6), "
                 f"got {rstate.type}"
             )
-        size = size_vector(size)
-        ndim = self.output_type.ndim
-        length = _known_length(size)
-        if length is not None and length != ndim:
-            raise ValueError(
-                f"{self}: size must have {ndim} entries (the sample's dimensions), got {length}"
-            )
-        bcast = [s == 1 for s in _static_size(size, ndim)]
+        size, bcast = self.checked_size(size)
         sample = GpuArrayType(self.output_type.dtype, bcast, rstate.type.context_name)()
         return Apply(self, [rstate, size], [rstate.type(), sample])
-
-    @classmethod
-    def new(cls, rstate: Any, ndim: int | None, dtype: str, size: Any) -> list[Variable]:
-        """Build the node for a sample of ``dtype`` and ``size`` on ``rstate``; return
-        ``[new_rstate, sample]`` (``ndim`` may be None when ``size``'s length is known)."""
-        v_size = size_vector(size)
-        if ndim is None:
-            ndim = get_vector_length(v_size)
-        op = cls(TensorType(dtype, (False,) * ndim))
-        return op(rstate, v_size, return_list=True)
 
     def prepare_gpu(self, node: Apply) -> Run:
         runtime = get_runtime()

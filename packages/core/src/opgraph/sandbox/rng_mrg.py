@@ -378,6 +378,28 @@ class mrg_uniform_base(Op):  # Theano's name
         """Never: folding would freeze one draw into the graph."""
         return False
 
+    def checked_size(self, size: Any) -> tuple[Variable, list[bool]]:
+        """``size`` as an integer vector, checked against the sample's rank where its length
+        is known, and the sample's broadcastable pattern (the entries known to be 1)."""
+        size = size_vector(size)
+        ndim = self.output_type.ndim
+        length = get_vector_length(size) if _known_length(size) else None
+        if length is not None and length != ndim:
+            raise ValueError(
+                f"{self}: size must have {ndim} entries (the sample's dimensions), got {length}"
+            )
+        return size, [s == 1 for s in _static_size(size, ndim)]
+
+    @classmethod
+    def new(cls, rstate: Any, ndim: int | None, dtype: str, size: Any) -> list[Variable]:
+        """Build the node for a sample of ``dtype`` and ``size`` on ``rstate``; return
+        ``[new_rstate, sample]`` (``ndim`` may be None when ``size``'s length is known)."""
+        v_size = size_vector(size)
+        if ndim is None:
+            ndim = get_vector_length(v_size)
+        op = cls(TensorType(dtype, (False,) * ndim))
+        return op(rstate, v_size, return_list=True)
+
 
 def _static_size(size: Variable, ndim: int) -> list[int | None]:
     """The entries of the size vector known before running (None where symbolic)."""
@@ -404,26 +426,9 @@ class mrg_uniform(mrg_uniform_base):  # Theano's name
                 f"{self}: rstate must be an int32 matrix of stream states (n_streams, 6), "
                 f"got {rstate.type}"
             )
-        size = size_vector(size)
-        ndim = self.output_type.ndim
-        length = get_vector_length(size) if _known_length(size) else None
-        if length is not None and length != ndim:
-            raise ValueError(
-                f"{self}: size must have {ndim} entries (the sample's dimensions), got {length}"
-            )
-        bcast = [s == 1 for s in _static_size(size, ndim)]
+        size, bcast = self.checked_size(size)
         sample = TensorType(self.output_type.dtype, bcast)()
         return Apply(self, [rstate, size], [rstate.type(), sample])
-
-    @classmethod
-    def new(cls, rstate: Any, ndim: int | None, dtype: str, size: Any) -> list[Variable]:
-        """Build the node for a sample of ``dtype`` and ``size`` on ``rstate``; return
-        ``[new_rstate, sample]`` (``ndim`` may be None when ``size``'s length is known)."""
-        v_size = size_vector(size)
-        if ndim is None:
-            ndim = get_vector_length(v_size)
-        op = cls(TensorType(dtype, (False,) * ndim))
-        return op(rstate, v_size, return_list=True)
 
     def perform(self, node: Apply, inputs: Sequence[Any], output_storage: OutputStorage) -> None:
         rstate, size = inputs
