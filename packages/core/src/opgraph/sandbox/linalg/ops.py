@@ -25,7 +25,7 @@ from opgraph.rewriting import GraphRewriter, node_rewriter
 from opgraph.tensor import math as tm
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.dot import Dot, dot
-from opgraph.tensor.elemwise import DimShuffle, Elemwise, Prod
+from opgraph.tensor.elemwise import DimShuffle, Prod
 from opgraph.tensor.nlinalg import Det, MatrixInverse, extract_diag, matrix_inverse, trace
 from opgraph.tensor.reduction import prod
 from opgraph.tensor.shape import scalar_constant
@@ -288,7 +288,7 @@ def local_det_chol(fgraph: Any, node: Apply) -> list[Variable] | None:
     return None
 
 
-@node_rewriter([Elemwise])
+@node_rewriter([tm.log])
 def local_log_prod_sqr(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``log(prod(p, axis)) -> sum(log(p), axis)`` when ``p`` is hinted (or known) positive.
 
@@ -324,7 +324,7 @@ def _log_pow_is_exact(base: Variable, exponent: Variable) -> bool:
     return value > 0 and value.is_integer() and value % 2 == 1
 
 
-@node_rewriter([Elemwise])
+@node_rewriter([tm.log])
 def local_log_pow(fgraph: Any, node: Apply) -> list[Variable] | None:
     """``log(b ** e) -> e * log(b)``, where both are equal for every ``b``.
 
