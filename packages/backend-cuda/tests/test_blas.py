@@ -474,6 +474,41 @@ def test_gemm_gemv_ger_graphs_lift_and_match_numpy(gpu_mode):
     np.testing.assert_allclose(f(xv, yv), 3 * xv @ yv, rtol=2e-5, atol=1e-6)
 
 
+def test_products_work_in_place_on_intermediates_only(gpu_mode):
+    """FAST_RUN's in-place stage makes GpuGemm/GpuGemv/GpuGer write into their first input
+    where it is an intermediate buffer; a user's input or a shared variable is never
+    overwritten (``excluding("inplace")`` keeps every product out of place)."""
+    rng = np.random.default_rng(12)
+    Z, X, Y = T.fmatrix("Z"), T.fmatrix("X"), T.fmatrix("Y")
+    u, v = T.fvector("u"), T.fvector("v")
+    zv = rng.standard_normal((4, 3)).astype("float32")
+    xv = rng.standard_normal((4, 5)).astype("float32")
+    yv = rng.standard_normal((5, 3)).astype("float32")
+    uv, vv = rng.standard_normal(4).astype("float32"), rng.standard_normal(3).astype("float32")
+    cases = [
+        ([Z, X, Y], T.exp(Z) * 0.5 - 0.25 * T.dot(X, Y), (zv, xv, yv), GpuGemm, "inplace"),
+        ([u, X, Y], T.exp(u) - 0.25 * T.dot(X, Y[:, 0]), (uv, xv, yv), GpuGemv, "inplace"),
+        ([Z, u, v], T.exp(Z) + 0.5 * T.outer(u, v), (zv, uv, vv), GpuGer, "destructive"),
+    ]
+    for inputs, out, values, op_class, prop in cases:
+        f = opgraph.function(inputs, out, mode=gpu_mode)
+        (node,) = [n for n in f.maker.fgraph.toposort() if isinstance(n.op, op_class)]
+        assert getattr(node.op, prop), node.op
+        g = opgraph.function(inputs, out, mode=gpu_mode.excluding("inplace"))
+        (node,) = [n for n in g.maker.fgraph.toposort() if isinstance(n.op, op_class)]
+        assert not getattr(node.op, prop), node.op
+        kept = [v.copy() for v in values]
+        np.testing.assert_allclose(f(*values), g(*values), rtol=1e-6, atol=1e-6)
+        for before, after in zip(kept, values, strict=True):
+            np.testing.assert_array_equal(before, after)
+    # On a shared variable (the user's parameters), the product stays out of place.
+    W = opgraph.shared(zv, target="cuda")
+    f = opgraph.function([X, Y], W * 0.5 - 0.25 * T.dot(X, Y), mode=gpu_mode)
+    assert not any(getattr(n.op, "inplace", False) for n in f.maker.fgraph.toposort())
+    f(xv, yv)
+    np.testing.assert_array_equal(W.get_value(), zv)
+
+
 def test_lifters_build_gpu_ops_from_cpu_blas_nodes(gpu_mode):
     """Each CPU BLAS op, built directly, lifts to its GPU op and computes the same values."""
     rng = np.random.default_rng(10)

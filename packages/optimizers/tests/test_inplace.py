@@ -10,17 +10,14 @@ from hypothesis import strategies as st
 import opgraph as theano
 import opgraph.tensor as T
 from opgraph.compile.mode import Mode
-from opgraph.graph.basic import Apply
-from opgraph.graph.destroyhandler import DestroyHandler, Supervisor
+from opgraph.graph.destroyhandler import Supervisor
 from opgraph.graph.fg import FunctionGraph
 from opgraph.graph.op import Op
 from opgraph.ifelse import ifelse
-from opgraph.rewriting import RewriteSet, in2out, make_optdb
 from opgraph.tensor.subtensor import inc_subtensor, set_subtensor
 from opgraph.testing import assert_allclose
 from opgraph_optimizers.inplace import (
     inplace_elemwise_optimizer,
-    inplace_rewriter,
     local_inplace_setsubtensor,
     register_inplace,
 )
@@ -226,48 +223,17 @@ def test_debug_mode_agrees(rng):
     _run_checked(f, ref, [rng.normal(size=(3, 3)), rng.normal(size=(3, 3))])
 
 
-class _Double(Op):
-    """``2 * x``; with ``inplace`` it overwrites x."""
+def test_register_inplace_declares_on_this_packages_set_by_default() -> None:
+    from opgraph_optimizers.registry import rewrites
 
-    __props__ = ("inplace",)
-
-    def __init__(self, inplace=False):
-        self.inplace = inplace
-        self.destroy_map = {0: [0]} if inplace else {}
-
-    def make_node(self, x):
-        return Apply(self, [x], [x.type()])
-
-    def perform(self, node, inputs, out):
-        (x,) = inputs
-        if not self.inplace:
-            x = x.copy()
-        x *= 2
-        out[0][0] = x
-
-
-def test_extension_point_registers_an_inplace_version():
-    own = RewriteSet("my-plugin")
-    rw = register_inplace(
-        "local_inplace_double",
-        [_Double],
-        lambda node: None if node.op.inplace else _Double(True),
-        "toy",
-        position=30,
-        rewrite_set=own,
-    )
-    assert rw.location.endswith("test_inplace.py:" + str(rw.location.rsplit(":", 1)[1]))
-    optdb = make_optdb()
-    own.install(optdb)
-    assert "local_inplace_double" in optdb["inplace"]
-    x = T.vector("x")
-    fg = FunctionGraph([x], [_Double()(T.exp(x)), _Double()(x)])
-    in2out(rw).rewrite(fg)
-    first, second = (o.owner.op for o in fg.outputs)
-    assert first.inplace and not second.inplace  # x is the user's input
-    assert isinstance(fg.destroy_handler, DestroyHandler)
-    direct = inplace_rewriter("local_inplace_double2", [_Double], lambda node: _Double(True))
-    assert direct.name == "local_inplace_double2"
+    before = len(rewrites)
+    rw = register_inplace("local_inplace_nothing", [Op], lambda node: None, position=99)
+    try:
+        entry = rewrites.entries[-1]
+        assert len(rewrites) == before + 1 and entry.rewriter is rw
+        assert entry.db_name == "inplace" and {"fast_run", "inplace"} <= set(entry.tags)
+    finally:
+        rewrites.entries.pop()
 
 
 def test_setsubtensor_rewrite_is_exported():

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from opgraph.graph.basic import Apply, Constant, Variable
+from opgraph.graph.op import Op
+from opgraph.rewriting import register_inplace
 from opgraph.tensor.basic import as_tensor_variable
 from opgraph.tensor.blas import Dot22, Dot22Scalar, Gemm, Gemv, Ger
 from opgraph.tensor.dot import Dot
@@ -27,7 +29,7 @@ from opgraph.tensor.type import TensorType
 from opgraph_cuda import cublas
 from opgraph_cuda.array import GpuArray
 from opgraph_cuda.ops import GpuOp, Run, as_gpuarray_variable
-from opgraph_cuda.opt import KeepOnCpu, register_lifter
+from opgraph_cuda.opt import KeepOnCpu, register_lifter, rewrites
 from opgraph_cuda.runtime import get_runtime
 from opgraph_cuda.type import GpuArrayType
 
@@ -475,3 +477,40 @@ def lift_dot(node: Apply, inputs: Sequence[Variable]) -> list[Variable] | None:
     x, y = inputs
     out = gpu_dot22(x, y) if x.type.ndim == y.type.ndim == 2 else GpuDot()(x, y)
     return [out] if _same_type(out, node.outputs[0]) else None
+
+
+# ---------------------------------------------------------------------------- in place
+
+
+def _inplace_version(prop: str, inplace_op: Op) -> Any:
+    """``make_inplace`` for an Op whose in-place form has ``prop`` set: ``inplace_op``."""
+    return lambda node: None if getattr(node.op, prop) else inplace_op
+
+
+#: FAST_RUN's ``inplace`` stage: the products write into their first input where the
+#: DestroyHandler allows it (an intermediate buffer, never a shared variable), as
+#: opgraph-optimizers does for the CPU's Gemm, Gemv and Ger.
+local_inplace_gpu_gemm = register_inplace(
+    "local_inplace_gpu_gemm",
+    [GpuGemm],
+    _inplace_version("inplace", gpu_gemm_inplace),
+    "gpuarray",
+    rewrite_set=rewrites,
+    position=30,
+)
+local_inplace_gpu_gemv = register_inplace(
+    "local_inplace_gpu_gemv",
+    [GpuGemv],
+    _inplace_version("inplace", gpu_gemv_inplace),
+    "gpuarray",
+    rewrite_set=rewrites,
+    position=31,
+)
+local_inplace_gpu_ger = register_inplace(
+    "local_inplace_gpu_ger",
+    [GpuGer],
+    _inplace_version("destructive", gpu_ger_destructive),
+    "gpuarray",
+    rewrite_set=rewrites,
+    position=32,
+)

@@ -28,6 +28,7 @@ from typing import Any
 
 from opgraph import config
 from opgraph.graph.basic import Apply, Variable
+from opgraph.rewriting import RewriteSet
 from opgraph.rewriting.basic import GraphRewriter, RewriteAbort
 from opgraph.tensor.elemwise import DimShuffle
 from opgraph.tensor.shape import Reshape, Shape, Shape_i
@@ -60,7 +61,12 @@ __all__ = [
     "lifter_for",
     "load_lifters",
     "register_lifter",
+    "rewrites",
 ]
+
+#: The package's rewrites besides the lift (in-place GPU Ops, ...): the lifter modules declare
+#: them, the plugin's rewrite hook installs them.
+rewrites = RewriteSet("opgraph-backend-cuda")
 
 #: The modules whose import registers lifters (beside this one's view and shape lifters).
 LIFTER_MODULES = (

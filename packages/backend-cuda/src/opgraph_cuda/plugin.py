@@ -140,14 +140,16 @@ def opgraph_cache_info() -> list[str]:
 @hookimpl
 def opgraph_register_rewrites(optdb: Any) -> None:
     """The ``gpuarray`` stage, between fusion and the in-place passes: lift graphs to the
-    GPU, then cut the transfer pairs left at the seams."""
+    GPU, then cut the transfer pairs left at the seams; and the GPU Ops' in-place versions
+    (FAST_RUN's ``inplace`` stage)."""
     from opgraph.rewriting.db import SequenceDB
-    from opgraph_cuda.opt import gpu_lift, load_lifters
+    from opgraph_cuda.opt import gpu_lift, load_lifters, rewrites
 
     load_lifters()
     stage = SequenceDB(name="gpuarray")
     stage.register("gpu_lift", gpu_lift, "fast_run", "fast_compile", "gpuarray", position=1)
     optdb.register("gpuarray", stage, "fast_run", "fast_compile", "gpuarray", position=49.2)
+    rewrites.install(optdb)
 
 
 # Declared by opgraph-backend-c; optionalhook: never called without it.

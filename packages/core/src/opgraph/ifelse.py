@@ -52,6 +52,9 @@ class IfElse(Op):
     """
 
     __props__ = ("as_view", "gpu", "n_outs")
+    #: Evaluates its inputs lazily (only the taken branch): rewrites that reorder reads and
+    #: writes of buffers (the in-place ones) read this.
+    lazy = True
 
     def __init__(
         self, n_outs: int, as_view: bool = False, gpu: bool = False, name: str | None = None

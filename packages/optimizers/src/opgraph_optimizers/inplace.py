@@ -1,15 +1,9 @@
 """In-place rewrites: outputs take over input buffers wherever a DestroyHandler says it is safe.
 
 They run in the ``inplace`` stage, after ``add_destroy_handler`` attached a
-:class:`~opgraph.graph.destroyhandler.DestroyHandler` to the graph. Each one proposes a
-replacement and lets the handler's validation accept or revert it, so a rewrite never has
-to reason about the whole graph. Before trying, they skip buffers that can never be
-overwritten: constants, graph outputs, buffers already overwritten, and the inputs that
-:func:`~opgraph.graph.destroyhandler.protected_inputs` protects (what the user passed unless
-marked ``In(x, mutable=True)``, and every shared variable, updated or not: a call that
-fails must leave them unchanged). In a graph with lazy nodes (``ifelse``) they only take
-over buffers that no other node reads, so that no branch is evaluated just to read a
-buffer before it is overwritten.
+:class:`~opgraph.graph.destroyhandler.DestroyHandler` to the graph. The node rewriters are
+built by core's :mod:`opgraph.rewriting.inplace` (which says what they never overwrite);
+this module declares core's Ops' in-place versions with it, and the Elemwise pass:
 
 - :data:`inplace_elemwise_optimizer`: ``Elemwise{add,no_inplace}`` becomes
   ``Elemwise{add,inplace}``, a fused node ``Elemwise{Composite{...}}[(0, 0)]``;
@@ -24,25 +18,29 @@ buffer before it is overwritten.
 - ``typed_list_inplace_opt``: ``Append``, ``Extend``, ``Insert``, ``Remove`` and
   ``Reverse`` modify their list instead of a copy (Theano's name).
 
-Other packages make their own Ops in place (BLAS ``Gemm`` -> ``Gemm{inplace}``) with
-:func:`register_inplace`: it builds the same kind of node rewriter and declares it on the
-caller's RewriteSet in the ``inplace`` stage; ``Mode.excluding("inplace")`` turns them all off.
+Other modules and packages make their own Ops in place (BLAS ``Gemm`` -> ``Gemm{inplace}``)
+with core's ``register_inplace`` (:func:`register_inplace` here declares on this package's
+RewriteSet by default); ``Mode.excluding("inplace")`` turns them all off.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.destroyhandler import DestroyHandler, protected_inputs
-from opgraph.graph.features import AlreadyThere, Feature, InconsistencyError
+from opgraph.graph.features import InconsistencyError
 from opgraph.graph.op import Op
-from opgraph.ifelse import IfElse
 from opgraph.rewriting import GraphRewriter, NodeRewriter, RewriteSet, apply_replacements
-from opgraph.rewriting.basic import node_rewriter
+from opgraph.rewriting.inplace import (
+    LazyNodeCounter,
+    MakeInplace,
+    inplace_rewriter,
+    only_reader,
+    require_destroy_handler,
+)
+from opgraph.rewriting.inplace import register_inplace as core_register_inplace
 from opgraph.sandbox.rng_mrg import mrg_uniform_base
 from opgraph.tensor.elemwise import Elemwise
 from opgraph.tensor.subtensor_advanced import AdvancedIncSubtensor1, BaseAdvancedIncSubtensor
@@ -64,136 +62,6 @@ __all__ = [
     "typed_list_inplace_opt",
 ]
 
-MakeInplace = Callable[[Apply], Op | None]
-_HELPERS = ("_declared_at", "inplace_rewriter", "register_inplace")
-
-
-def _declared_at() -> str:
-    """``file:line`` where an in-place rewrite is declared (the caller of the helpers below)."""
-    frame = sys._getframe(1)
-    while frame.f_back is not None and frame.f_code.co_name in _HELPERS:
-        frame = frame.f_back
-    parts = frame.f_code.co_filename.replace(os.sep, "/").split("/")
-    return f"{'/'.join(parts[-2:])}:{frame.f_lineno}"
-
-
-class LazyNodeCounter(Feature):
-    """Counts a graph's lazy nodes (``ifelse``), as ``fgraph.lazy_node_counter.count``.
-
-    In a graph with lazy nodes, the in-place rewrites only overwrite buffers no other node
-    reads: a reader that must run before the overwriting node may sit in a branch that
-    would otherwise not be evaluated at all.
-    """
-
-    pickle_rm_attr = ["lazy_node_counter"]
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def on_attach(self, fgraph: Any) -> None:
-        if getattr(fgraph, "lazy_node_counter", None) is not None:
-            raise AlreadyThere("a LazyNodeCounter is already attached")
-        self.unpickle(fgraph)
-
-    def unpickle(self, fgraph: Any) -> None:
-        """Put ``fgraph.lazy_node_counter`` back and count again."""
-        fgraph.lazy_node_counter = self
-        self.count = sum(_is_lazy(node) for node in fgraph.apply_nodes)
-
-    def on_detach(self, fgraph: Any) -> None:
-        fgraph.__dict__.pop("lazy_node_counter", None)
-
-    def on_import(self, fgraph: Any, node: Apply, reason: Any) -> None:
-        self.count += _is_lazy(node)
-
-    def on_prune(self, fgraph: Any, node: Apply, reason: Any) -> None:
-        self.count -= _is_lazy(node)
-
-
-def _is_lazy(node: Apply) -> bool:
-    return isinstance(node.op, IfElse) or bool(getattr(node.op, "lazy", False))
-
-
-def _require_destroy_handler(fgraph: Any) -> None:
-    if getattr(fgraph, "destroy_handler", None) is None:
-        fgraph.attach_feature(DestroyHandler())
-    if getattr(fgraph, "lazy_node_counter", None) is None:
-        fgraph.attach_feature(LazyNodeCounter())
-
-
-def _only_reader(fgraph: Any, handler: DestroyHandler, var: Variable, node: Apply) -> bool:
-    """Whether ``node`` may overwrite ``var`` without ordering other readers first.
-
-    Always true in a graph without lazy nodes; otherwise, true only if no other node reads
-    ``var``'s buffer (``var`` or any view of it).
-    """
-    counter = getattr(fgraph, "lazy_node_counter", None)
-    if counter is None or not counter.count:
-        return True
-    for v in handler.views_of(handler.root_of(var)):
-        for client, _ in v.clients:  # type: ignore[attr-defined]
-            if not isinstance(client, str) and client is not node:
-                return False
-    return True
-
-
-def _destroyable(fgraph: Any, node: Apply, indices: Sequence[int]) -> bool:
-    """Whether the inputs ``indices`` of ``node`` may be overwritten (a quick check)."""
-    handler = getattr(fgraph, "destroy_handler", None)
-    if handler is None:
-        return False
-    protected = protected_inputs(fgraph)
-    return all(
-        handler.can_destroy(node.inputs[i], protected)
-        and _only_reader(fgraph, handler, node.inputs[i], node)
-        for i in indices
-    )
-
-
-def _inplace_replacement(fgraph: Any, node: Apply, make_inplace: MakeInplace) -> Any:
-    """The outputs of ``node``'s in-place version, or None when it cannot work in place."""
-    new_op = make_inplace(node)
-    if new_op is None:
-        return None
-    destroyed = sorted({i for ins in new_op.destroy_map.values() for i in ins})
-    if not destroyed or not _destroyable(fgraph, node, destroyed):
-        return None
-    new_outputs = new_op.make_node(*node.inputs).outputs
-    if any(new.type != old.type for new, old in zip(new_outputs, node.outputs, strict=True)):
-        return None
-    return new_outputs
-
-
-def inplace_rewriter(
-    name: str, tracks: Sequence[type[Op] | Op], make_inplace: MakeInplace
-) -> NodeRewriter:
-    """A node rewriter replacing a node by its in-place version where that is safe.
-
-    Parameters
-    ----------
-    name
-        The rewrite's name (``local_inplace_<op>``); ``excluding(name)`` turns it off.
-    tracks
-        The Op classes (or instances) it applies to.
-    make_inplace
-        ``make_inplace(node)`` returns the in-place Op to apply to ``node.inputs`` (its
-        ``destroy_map`` says which inputs it overwrites), or None to leave the node alone
-        (e.g. it is in place already).
-
-    The rewriter requires a DestroyHandler, skips inputs that may never be overwritten, and
-    relies on the handler's validation for the rest (a rejected replacement is reverted).
-    """
-    location = _declared_at()
-
-    def transform(fgraph: Any, node: Apply) -> Any:
-        return _inplace_replacement(fgraph, node, make_inplace)
-
-    transform.__name__ = transform.__qualname__ = name
-    transform.__doc__ = f"``{name}``: the in-place version of the node, where safe."
-    rewriter = node_rewriter(list(tracks), requirements=[_require_destroy_handler])(transform)
-    rewriter.location = location
-    return rewriter
-
 
 def register_inplace(
     name: str,
@@ -203,22 +71,12 @@ def register_inplace(
     position: float = 20.0,
     rewrite_set: RewriteSet | None = None,
 ) -> NodeRewriter:
-    """Declare an in-place rewrite (see :func:`inplace_rewriter`) in the ``inplace`` stage.
-
-    The extension point for packages whose Ops have in-place versions, e.g. BLAS::
-
-        register_inplace("local_inplace_gemm", [Gemm], lambda node: gemm_inplace
-                         if not node.op.inplace else None, "blas", position=30,
-                         rewrite_set=my_package_rewrites)
-
-    It gets tags ``fast_run`` and ``inplace`` plus ``tags``, at ``position`` inside the stage
-    (setsubtensor at 10, elemwise at 50), declared on ``rewrite_set`` (default: this
-    package's set; a plugin passes its own, installed by its hook).
-    """
-    rewriter = inplace_rewriter(name, tracks, make_inplace)
+    """Core's :func:`opgraph.rewriting.inplace.register_inplace`, declaring on this
+    package's RewriteSet unless ``rewrite_set`` is given."""
     target = rewrite_set if rewrite_set is not None else rewrites
-    target.register("inplace", rewriter, "fast_run", "inplace", *tags, position=position)
-    return rewriter
+    return core_register_inplace(
+        name, tracks, make_inplace, *tags, rewrite_set=target, position=position
+    )
 
 
 # ---------------------------------------------------------------------------- subtensor
@@ -307,7 +165,7 @@ class InplaceElemwiseRewriter(GraphRewriter):
         self.name = name
 
     def add_requirements(self, fgraph: Any) -> None:
-        _require_destroy_handler(fgraph)
+        require_destroy_handler(fgraph)
 
     def apply(self, fgraph: Any) -> int:
         """Rewrite the graph; return the number of outputs made to work in place."""
@@ -334,7 +192,7 @@ class InplaceElemwiseRewriter(GraphRewriter):
                 continue
             if sum(v is inp for v in node.inputs) > 1 or not handler.can_destroy(inp, protected):
                 continue
-            if not _only_reader(fgraph, handler, inp, node):
+            if not only_reader(fgraph, handler, inp, node):
                 continue
             (alone if len(inp.clients) == 1 else shared).append(i)  # type: ignore[attr-defined]
         return alone + shared

@@ -44,6 +44,7 @@ from opgraph.rewriting.db import (
     RewriteSet,
     SequenceDB,
 )
+from opgraph.rewriting.inplace import inplace_rewriter, register_inplace
 from opgraph.rewriting.optdb import (
     OPT_FAST_COMPILE,
     OPT_FAST_RUN,
@@ -127,6 +128,7 @@ __all__ = [
     "apply_replacements",
     "get_optdb",
     "in2out",
+    "inplace_rewriter",
     "local_optimizer",
     "make_optdb",
     "node_rewriter",
@@ -134,6 +136,7 @@ __all__ = [
     "pattern_rewriter",
     "pattern_to_str",
     "register_canonicalize",
+    "register_inplace",
     "register_specialize",
     "register_stabilize",
     "rewrite_failure",
