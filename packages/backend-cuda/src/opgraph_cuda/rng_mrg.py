@@ -68,12 +68,7 @@ class GpuMRG_uniform(GpuOp, mrg_uniform_base):  # Theano's naming style (GPUA_mr
 
     def make_node(self, rstate: Any, size: Any) -> Apply:
         rstate = as_gpuarray_variable(rstate)
-        if rstate.type.ndim != 2 or rstate.type.dtype != "int32":
-            raise TypeError(
-                f"{self}: rstate must be an int32 matrix of stream states (n_streams, 6), "
-                f"got {rstate.type}"
-            )
-        size, bcast = self.checked_size(size)
+        size, bcast = self.checked_inputs(rstate, size)
         sample = GpuArrayType(self.output_type.dtype, bcast, rstate.type.context_name)()
         return Apply(self, [rstate, size], [rstate.type(), sample])
 

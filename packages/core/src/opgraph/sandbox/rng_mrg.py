@@ -378,9 +378,15 @@ class mrg_uniform_base(Op):  # Theano's name
         """Never: folding would freeze one draw into the graph."""
         return False
 
-    def checked_size(self, size: Any) -> tuple[Variable, list[bool]]:
-        """``size`` as an integer vector, checked against the sample's rank where its length
-        is known, and the sample's broadcastable pattern (the entries known to be 1)."""
+    def checked_inputs(self, rstate: Variable, size: Any) -> tuple[Variable, list[bool]]:
+        """Check that ``rstate`` (a variable already) holds int32 stream states; return
+        ``size`` as an integer vector, checked against the sample's rank where its length is
+        known, and the sample's broadcastable pattern (the entries known to be 1)."""
+        if rstate.type.ndim != 2 or rstate.type.dtype != "int32":
+            raise TypeError(
+                f"{self}: rstate must be an int32 matrix of stream states (n_streams, 6), "
+                f"got {rstate.type}"
+            )
         size = size_vector(size)
         ndim = self.output_type.ndim
         length = get_vector_length(size) if _known_length(size) else None
@@ -421,12 +427,7 @@ class mrg_uniform(mrg_uniform_base):  # Theano's name
 
     def make_node(self, rstate: Any, size: Any) -> Apply:
         rstate = as_tensor_variable(rstate)
-        if rstate.type.ndim != 2 or rstate.type.dtype != "int32":
-            raise TypeError(
-                f"{self}: rstate must be an int32 matrix of stream states (n_streams, 6), "
-                f"got {rstate.type}"
-            )
-        size, bcast = self.checked_size(size)
+        size, bcast = self.checked_inputs(rstate, size)
         sample = TensorType(self.output_type.dtype, bcast)()
         return Apply(self, [rstate, size], [rstate.type(), sample])
 
