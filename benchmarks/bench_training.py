@@ -1,11 +1,14 @@
-"""W2 and W3: training steps with shared weights and SGD updates.
+"""W2, W3, W9 and W18: training steps with shared weights and SGD updates.
 
 W2 is Theano's logistic-regression tutorial (400 examples x 784 features, cross-entropy
 plus an L2 penalty, ``w -= 0.1 * gw``): 10,000 steps timed in rounds of 1,000 (``--quick``:
 500 steps in rounds of 100). W3 is an MLP 784-512-512-10 (ReLU, softmax cross-entropy,
 SGD with learning rate 0.01) on a batch of 128; W9 the classic tutorials' small MLP
 (784-500-10, a ReLU hidden layer as in W3, batch 20), whose step is a few hundred
-microseconds: per-node overhead and thread start-up show there. All compare the compiled
+microseconds: per-node overhead and thread start-up show there. W18 is the word-embedding
+update of Theano's RNN tutorials: 64 rows of a 50,000 x 128 table move towards targets by
+``inc_subtensor(E[idx], -lr * g)``, which only an in-place update keeps from copying the
+whole table (51 MB) every step. All compare the compiled
 step with a hand-written NumPy forward and backward pass computing the same update; the
 check column compares the parameters after a few steps from the same start.
 
@@ -33,6 +36,7 @@ WORKLOADS = {
     "W2": "logistic regression training step (Theano tutorial, 400x784)",
     "W3": "MLP 784-512-512-10 training step, batch 128 (ReLU, softmax xent, SGD)",
     "W9": "small MLP 784-500-10 training step, batch 20 (the classic tutorials' shape)",
+    "W18": "word-embedding row update, 64 rows of a 50,000x128 table (inc_subtensor)",
 }
 
 # --------------------------------------------------------------------------- data
@@ -40,6 +44,7 @@ WORKLOADS = {
 LOGREG_N, LOGREG_FEATS, LOGREG_LR, LOGREG_L2 = 400, 784, 0.1, 0.01
 MLP_SIZES, MLP_BATCH, MLP_LR = (784, 512, 512, 10), 128, 0.01
 SMALL_MLP_SIZES, SMALL_MLP_BATCH = (784, 500, 10), 20
+EMB_ROWS, EMB_DIM, EMB_BATCH, EMB_LR = 50_000, 128, 64, 0.1
 
 
 def logreg_data() -> dict[str, Any]:
@@ -63,6 +68,16 @@ def mlp_data(
     x = rng.standard_normal((batch, sizes[0]))
     y = rng.integers(0, sizes[-1], batch).astype(np.int32)
     return {"x": x, "y": y, "params": params}
+
+
+def embedding_data(seed: int = 0) -> dict[str, Any]:
+    """The table, a batch of row indices (with repeats) and their targets."""
+    rng = np.random.default_rng(seed)
+    return {
+        "table": rng.standard_normal((EMB_ROWS, EMB_DIM)),
+        "idx": rng.integers(0, EMB_ROWS, EMB_BATCH).astype(np.int32),
+        "target": rng.standard_normal((EMB_BATCH, EMB_DIM)),
+    }
 
 
 # --------------------------------------------------------------------------- NumPy
@@ -138,6 +153,24 @@ class NumpyMLP:
         return self.weights
 
 
+class NumpyEmbedding:
+    """The embedding step by hand: the rows' squared-error gradient, added in place."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.table = np.array(data["table"])
+        self.idx, self.target = data["idx"], data["target"]
+
+    def step(self) -> float:
+        """One step; returns the cost before the update."""
+        diff = self.table[self.idx] - self.target
+        np.add.at(self.table, self.idx, (-2 * EMB_LR) * diff)
+        return float((diff**2).sum())
+
+    def params(self) -> list[np.ndarray]:
+        """The table."""
+        return [self.table]
+
+
 # --------------------------------------------------------------------------- Theano API
 
 
@@ -211,6 +244,20 @@ def build_mlp_step(engine: str, mode: Any, data: dict[str, Any]) -> tuple[Any, l
     return th.function(inputs, loss, updates=updates, mode=mode), shared
 
 
+def build_embedding_step(engine: str, mode: Any, data: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """The RNN tutorials' embedding update, compiled; returns (function, [table])."""
+    th, T = theano_api(engine)
+    table = th.shared(np.array(data["table"]), name="emb")
+    idx, target = T.ivector("idx"), T.dmatrix("target")
+    rows = table[idx]
+    cost = ((rows - target) ** 2).sum()
+    grad = th.grad(cost, rows)
+    step = th.function(
+        [idx, target], cost, updates=[(table, T.inc_subtensor(rows, -EMB_LR * grad))], mode=mode
+    )
+    return step, [table]
+
+
 # --------------------------------------------------------------------------- JAX
 
 
@@ -276,6 +323,26 @@ def _jax_mlp(data: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], list
         return loss.block_until_ready()
 
     return run, lambda: [np.asarray(p) for p in state[0]]
+
+
+def _jax_embedding(data: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], list[Any]]]:
+    import jax
+    import jax.numpy as jnp
+
+    idx, target = jnp.asarray(data["idx"]), jnp.asarray(data["target"])
+
+    def step(table: Any) -> Any:
+        diff = table[idx] - target
+        return table.at[idx].add(-2 * EMB_LR * diff), (diff**2).sum()
+
+    jstep = jax.jit(step, donate_argnums=(0,))
+    state = [jnp.asarray(data["table"])]
+
+    def run() -> Any:
+        state[0], cost = jstep(state[0])
+        return cost.block_until_ready()
+
+    return run, lambda: [np.asarray(state[0])]
 
 
 # --------------------------------------------------------------------------- running
@@ -348,7 +415,7 @@ def _run_family(
 
 
 def run(workload: str, ctx: Context) -> Table:
-    """W2 (logistic regression), W3 or W9 (MLPs): time per training step."""
+    """W2 (logistic regression), W3 or W9 (MLPs), W18 (embedding): time per training step."""
     table = Table(workload, WORKLOADS[workload])
     if workload == "W2":
         steps = 500 if ctx.quick else 10_000
@@ -371,6 +438,24 @@ def run(workload: str, ctx: Context) -> Table:
             (data["x"], data["y"]),
             _jax_logreg,
             timing,
+        )
+    elif workload == "W18":
+        rounds = ctx.repeat(full=10, quick=5)
+        table.detail = (
+            f"{rounds} rounds of >= 0.2 s after {CHECK_STEPS} check steps and 1 warm-up; "
+            "time per step; check = table difference from NumPy after 3 steps"
+        )
+        data = embedding_data()
+        _run_family(
+            table,
+            "embedding step",
+            ctx,
+            data,
+            NumpyEmbedding,
+            build_embedding_step,
+            (data["idx"], data["target"]),
+            _jax_embedding,
+            {"repeat": rounds, "min_round_s": 0.2, "warmup": 1},
         )
     else:
         rounds = ctx.repeat(full=10, quick=5)

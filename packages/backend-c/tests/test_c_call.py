@@ -298,12 +298,13 @@ def test_updates_and_stateful_inputs() -> None:
         assert ws == 3.0 * (k - 1) and a == 3.0 * (k - 1)
     assert_allclose(w.get_value(), np.full(3, 3.0))
     assert f["acc"] == 9.0
-    # The update wrote a new array: the one returned by get_value(borrow=True) is not
-    # overwritten by the next call.
-    held = w.get_value(borrow=True)
+    # As in Theano, the update is written into w's own memory: the array returned by
+    # get_value(borrow=True) follows it (get_value() returns a copy that does not).
+    held, copy = w.get_value(borrow=True), w.get_value()
     f(np.ones(3))
-    assert_allclose(held, np.full(3, 3.0))
-    assert_allclose(w.get_value(), np.full(3, 4.0))
+    assert w.get_value(borrow=True) is held
+    assert_allclose(held, np.full(3, 4.0))
+    assert_allclose(copy, np.full(3, 3.0))
 
 
 def test_failing_calls_change_no_shared_variable_and_clear_cells() -> None:

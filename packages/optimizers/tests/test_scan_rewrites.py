@@ -326,11 +326,15 @@ def test_save_mem_100000_steps_runs_in_flat_memory() -> None:
     value = f(start, 100_000)
     assert_allclose(value, np.full(100, (1 - 0.999**100_000) / 0.001), rtol=1e-9)
     # The whole buffer would be 100,001 x 100 float64 = 80 MB. tracemalloc slows a Python
-    # loop tenfold: the py linker's peak is measured over 10,000 steps.
+    # loop tenfold: the py linker's peak is measured over 10,000 steps (8 MB).
     steps = 10_000 if config.linker == "py" else 100_000
+    whole_buffer = (steps + 1) * start.nbytes
     _, small = _traced_peak(f, start, 100)
     value, peak = _traced_peak(f, start, steps)
-    assert peak < small + 50_000 and peak < 1_000_000, (small, peak)
+    # Alone, the peak is the 100-step one (about 5 KB) whatever the steps. tracemalloc counts
+    # every thread: under pytest-xdist its message thread may allocate a few hundred KB
+    # meanwhile, so the bound is a tenth of the whole buffer, not the quiet figure.
+    assert peak < small + whole_buffer // 10, (small, peak, whole_buffer)
     assert_allclose(value, np.full(100, (1 - 0.999**steps) / 0.001), rtol=1e-9)
 
 

@@ -12,9 +12,10 @@ this module declares core's Ops' in-place versions with it, and the Elemwise pas
 - ``local_inplace_incsubtensor1`` and ``local_inplace_advanced_incsubtensor``: the same for
   ``AdvancedIncSubtensor1`` and the other advanced increments;
 - ``mrg_random_make_inplace``: ``mrg_uniform{..,no_inplace}`` advances its state buffer
-  itself (Theano's name). The state of ``MRG_RandomStreams`` is a shared variable, which is
-  never overwritten, so this fires for states computed in the graph or passed as
-  ``In(rstate, mutable=True)``;
+  itself (Theano's name). The state of ``MRG_RandomStreams`` is a shared variable, which
+  only nodes running after all others may overwrite (core's ``UpdateGuard``), and the
+  draw feeds the rest of the graph, so this fires for states computed in the graph or
+  passed as ``In(rstate, mutable=True)``;
 - ``typed_list_inplace_opt``: ``Append``, ``Extend``, ``Insert``, ``Remove`` and
   ``Reverse`` modify their list instead of a copy (Theano's name).
 

@@ -37,8 +37,8 @@ from opgraph.configdefaults import config
 from opgraph.graph.basic import Variable
 from opgraph.graph.clone import clone_get_equiv
 from opgraph.graph.destroyhandler import Supervisor as supervisor
-from opgraph.graph.destroyhandler import attach_destroy_handler
-from opgraph.graph.features import PreserveVariableAttributes
+from opgraph.graph.destroyhandler import UpdateGuard, attach_destroy_handler
+from opgraph.graph.features import InconsistencyError, PreserveVariableAttributes
 from opgraph.graph.fg import FunctionGraph
 from opgraph.graph.traversal import ancestors
 from opgraph.link.basic import Container
@@ -593,11 +593,18 @@ def _alias_check(maker: FunctionMaker, cells: list[list[Any]]) -> Callable[[], N
             if value is None:
                 continue
             array = type(value) is ndarray
+            owner = array and value.base is None
             for other in rest:
                 o = other[0]
                 if o is None:
                     continue
-                if may_share(value, o) if array and type(o) is ndarray else share(value, o):
+                if array and type(o) is ndarray:
+                    if owner and o is not value and o.base is None:
+                        continue  # two arrays owning their memory: disjoint (the usual case)
+                    hit = may_share(value, o)
+                else:
+                    hit = share(value, o)
+                if hit:
                     cell[0] = value.copy() if array else _copy.deepcopy(value)
                     break
 
@@ -737,6 +744,7 @@ class FunctionMaker:
         self.outputs = [o if isinstance(o, SymbolicOutput) else SymbolicOutput(o) for o in outs]
         self.inputs = [i if isinstance(i, SymbolicInput) else In(i) for i in inputs]
         self.rewrite_time = 0.0
+        built = fgraph is None
         if fgraph is None:
             self._check_unused_inputs()
             with _full_collections_deferred():
@@ -756,8 +764,12 @@ class FunctionMaker:
                 insert_deepcopy(fgraph, self.inputs, self.outputs + updates)
         if any(getattr(n.op, "destroy_map", None) for n in fgraph.apply_nodes):
             # A copied or unpickled graph needs the handler's orderings too: readers of a
-            # buffer must run before the node that overwrites it.
+            # buffer must run before the node that overwrites it, and in-place updates last.
             attach_destroy_handler(fgraph)
+            if not built and not any(isinstance(f, UpdateGuard) for f in fgraph.features):
+                guarded = self._guarded_updates(fgraph)
+                if guarded:
+                    fgraph.attach_feature(UpdateGuard(guarded))
         self.fgraph = fgraph
         self.linker = mode.linker.accept(
             fgraph, no_recycling=self._no_recycling(fgraph), profile=profile
@@ -813,22 +825,74 @@ class FunctionMaker:
         if inplace:
             attach_destroy_handler(fgraph)
         self._protect_inputs(fgraph)
+        if inplace:
+            self._check_users_inplace(fgraph)
         return fgraph
+
+    @staticmethod
+    def _check_users_inplace(fgraph: FunctionGraph) -> None:
+        """A graph built in place by the user (``accept_inplace``) must not overwrite an
+        input the function has to keep; its own in-place updates are taken as written."""
+        guard = next((f for f in fgraph.features if isinstance(f, UpdateGuard)), None)
+        if guard is not None:
+            try:
+                guard.validate(fgraph)
+            except InconsistencyError:  # the user's order: Theano's in-place updates
+                fgraph.remove_feature(guard)
+        try:
+            fgraph.validate()
+        except InconsistencyError as exc:
+            raise InconsistencyError(
+                f"the graph given to function() overwrites memory it must keep: {exc}\n"
+                "HINT: overwrite only inputs passed as In(x, mutable=True) and shared "
+                "variables the function updates, or build the graph without in-place Ops "
+                "(the rewrites make them where it is safe)."
+            ) from None
 
     def _protect_inputs(self, fgraph: FunctionGraph) -> None:
         """Forbid in-place rewrites on inputs not marked mutable (Theano's Supervisor).
 
-        Shared variables are protected even when updated: overwriting one in place before
-        the call has succeeded would break the all-or-nothing rule of updates.
+        Shared variables the function updates may be overwritten in place, as in Theano,
+        under :class:`~opgraph.graph.destroyhandler.UpdateGuard`'s rules, which keep
+        updates all-or-nothing; when :meth:`_guarded_updates` finds that unsafe, they are
+        protected like every other shared variable.
         """
         has_destroyers = getattr(fgraph, "has_destroyers", None)
+        guarded = self._guarded_updates(fgraph)
         protected = [
             var
-            for spec, var in zip(self.inputs, fgraph.inputs)
-            if getattr(spec, "shared", False)
-            or not (spec.mutable or (has_destroyers is not None and has_destroyers([var])))
+            for k, (spec, var) in enumerate(zip(self.inputs, fgraph.inputs))
+            if k not in guarded
+            and (
+                getattr(spec, "shared", False)
+                or not (spec.mutable or (has_destroyers is not None and has_destroyers([var])))
+            )
         ]
         fgraph.attach_feature(supervisor(protected))
+        if guarded:
+            fgraph.attach_feature(UpdateGuard(guarded))
+
+    def _guarded_updates(self, fgraph: FunctionGraph) -> list[int]:
+        """Positions of the updated shared variables that nodes may overwrite in place.
+
+        All of them when no update can fail the check made as updates are written (each
+        update value has exactly its variable's Type, with no broadcastable dimension whose
+        length a buggy Op could break): the in-place work then runs last and nothing after it
+        can fail. Otherwise none.
+        """
+        mapping = fgraph.update_mapping or {}
+        for out_pos, in_pos in mapping.items():
+            in_type = fgraph.inputs[in_pos].type
+            broadcastable = getattr(in_type, "broadcastable", None)
+            if broadcastable is None or any(broadcastable):
+                return []
+            if fgraph.outputs[out_pos].type != in_type:
+                return []
+        return sorted(
+            in_pos
+            for in_pos in mapping.values()
+            if getattr(self.inputs[in_pos], "shared", False) and self.inputs[in_pos].mutable
+        )
 
     def _no_recycling(self, fgraph: FunctionGraph) -> list[Variable]:
         """Variables whose memory the caller receives: never reused by the next call."""

@@ -18,8 +18,9 @@ For rule 4, :meth:`DestroyHandler.orderings` tells ``fgraph.toposort()`` (and so
 linker) to run each reader of a buffer before the node that overwrites it; a graph is
 inconsistent when those constraints form a cycle. Inputs of a compiled function are
 protected by a :class:`Supervisor` feature: every input the user did not mark
-``In(x, mutable=True)``, and every input holding state between calls (shared variables,
-updated or not), so that a call that fails leaves that state unchanged.
+``In(x, mutable=True)``, and every shared variable the function does not update. A shared
+variable it updates may be overwritten in place under the rules of :class:`UpdateGuard`,
+which keep a failing call from changing it.
 ``ReplaceValidate`` reverts a replacement that breaks any rule, so in-place rewrites
 simply try and see.
 
@@ -42,7 +43,7 @@ from opgraph.graph.features import AlreadyThere, Feature, InconsistencyError
 if TYPE_CHECKING:
     from opgraph.graph.fg import FunctionGraph
 
-__all__ = ["DestroyHandler", "Supervisor", "protected_inputs"]
+__all__ = ["DestroyHandler", "Supervisor", "UpdateGuard", "protected_inputs"]
 
 
 @dataclass
@@ -459,8 +460,8 @@ class Supervisor(Feature):
 
     ``validate`` raises :class:`InconsistencyError` when a node overwrites (the buffer of)
     one of them. ``function()`` attaches one protecting every input the user did not mark
-    ``In(x, mutable=True)`` and every input with an update (shared variables): updates are
-    all-or-nothing, which overwriting their old values during the call would break.
+    ``In(x, mutable=True)`` and every shared variable it does not update (those it updates
+    are left to :class:`UpdateGuard`, or protected too when it cannot keep them safe).
     """
 
     def __init__(self, protected: Iterable[Variable]) -> None:
@@ -477,6 +478,137 @@ class Supervisor(Feature):
                     f"{nodes[0]} would overwrite {var}, which the function must not change "
                     "(an input not marked mutable, or state kept between calls)"
                 )
+
+
+class UpdateGuard(Feature):
+    """Lets a compiled function overwrite the shared variables it updates, all-or-nothing.
+
+    ``guarded`` are positions in ``fgraph.inputs`` of updated shared variables (their update
+    values are found through ``fgraph.update_mapping``, so the feature survives copies and
+    pickles). A node may overwrite a guarded input's memory (Theano's in-place updates:
+    ``W -= lr * g`` as one in-place Gemm, an embedding's rows incremented without copying
+    the table) only when the work on that memory is a *commit chain*:
+
+    - one node overwrites the input; every later use of the result is a view of it, and it
+      ends as the input's own update value (never another output, never another shared
+      variable's update);
+    - :meth:`orderings` runs every commit chain after every other node of the graph.
+
+    So a call that fails in any other node (a shape error, an ``Assert``, a ``Raise``) has
+    written nothing, and a writing node checks its inputs' shapes before it writes. What is
+    left is two writing nodes of different variables, the second failing after the first
+    wrote (a shape the rest of the graph never checked).
+    ``validate`` raises :class:`InconsistencyError` on any other use, and the in-place
+    rewrite that made it is reverted (the update then computes a new value, as before).
+    """
+
+    def __init__(self, guarded: Iterable[int]) -> None:
+        self.guarded = sorted(set(guarded))
+
+    def _update_of(self, fgraph: FunctionGraph) -> dict[int, int]:
+        """``{guarded input position: its update's output position}``."""
+        mapping = getattr(fgraph, "update_mapping", None) or {}
+        wanted = set(self.guarded)
+        return {inp: out for out, inp in mapping.items() if inp in wanted}
+
+    def _chains(self, fgraph: FunctionGraph) -> list[tuple[Apply, list[Apply]]]:
+        """``[(first node overwriting a guarded input, every node of its chain)]``.
+
+        Raises InconsistencyError when a chain breaks a rule of the class docstring.
+        """
+        destroyers = getattr(fgraph, "destroyers", None)
+        if destroyers is None:
+            return []
+        chains = []
+        for inp_pos, out_pos in self._update_of(fgraph).items():
+            var = fgraph.inputs[inp_pos]
+            heads = destroyers(var)
+            if not heads:
+                continue
+            chains.append((heads[0], self._walk(fgraph, var, heads[0], out_pos)))
+        if chains:
+            commit = {node for _head, nodes in chains for node in nodes}
+            for node in commit:
+                for inp in node.inputs:
+                    other = [d for d in destroyers(inp) if d not in commit]
+                    if other:  # it would have to wait for node, which waits for everything
+                        raise InconsistencyError(
+                            f"{other[0]} overwrites {inp}, which {node} reads after every "
+                            "other node ran"
+                        )
+        return chains
+
+    @staticmethod
+    def _walk(fgraph: FunctionGraph, var: Variable, head: Apply, out_pos: int) -> list[Apply]:
+        """The nodes of ``head``'s chain on ``var``'s memory, checked (see the class)."""
+        nodes, seen, reached = [head], {head}, False
+        stack = [(head, list(head.outputs))]
+        while stack:
+            node, outputs = stack.pop()
+            for value in outputs:
+                for client, pos in value.clients:  # type: ignore[attr-defined]
+                    if isinstance(client, str):
+                        if pos != out_pos:
+                            raise InconsistencyError(
+                                f"{node} overwrites shared variable {var} in place, but its "
+                                "result would leave the call as another output, not as "
+                                "its update"
+                            )
+                        reached = True
+                        continue
+                    op = client.op
+                    writes = pos in _single_input_map(op, "destroy_map").values()
+                    views = pos in _single_input_map(op, "view_map").values()
+                    if writes:
+                        raise InconsistencyError(
+                            f"{client} would overwrite shared variable {var} again after "
+                            f"{head}: one node writes an update in place (a second one could "
+                            "fail after the first wrote)"
+                        )
+                    if not (views and not getattr(op, "destroy_map", None)):
+                        raise InconsistencyError(
+                            f"{client} uses {value}, computed by {node} after it overwrote "
+                            f"shared variable {var} in place: only the variable's own update "
+                            "may run after the write"
+                        )
+                    if client not in seen:
+                        seen.add(client)
+                        nodes.append(client)
+                        stack.append((client, list(client.outputs)))
+        if not reached:
+            raise InconsistencyError(
+                f"{head} overwrites shared variable {var} in place, but its result is not "
+                "the variable's update"
+            )
+        return nodes
+
+    def validate(self, fgraph: FunctionGraph) -> None:
+        self._chains(fgraph)
+
+    def orderings(self, fgraph: FunctionGraph) -> dict[Apply, list[Apply]]:
+        """``{first node of each commit chain: the last nodes of everything else}``."""
+        try:
+            chains = self._chains(fgraph)
+        except InconsistencyError:
+            return {}  # validate reports it; an invalid graph is never linked
+        if not chains:
+            return {}
+        commit: set[Apply] = set()
+        for _head, nodes in chains:
+            commit.update(nodes)
+        order = fgraph.io_toposort()
+        rest = {node for node in order if node not in commit}
+        sinks = [
+            node
+            for node in order
+            if node in rest
+            and not any(
+                c in rest
+                for out in node.outputs
+                for c, _ in out.clients  # type: ignore[attr-defined]
+            )
+        ]
+        return {head: list(sinks) for head, _nodes in chains}
 
 
 def protected_inputs(fgraph: FunctionGraph) -> set[Variable]:

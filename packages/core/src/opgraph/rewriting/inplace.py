@@ -13,8 +13,9 @@ The rewrite proposes the replacement and lets the handler's validation accept or
 so it never has to reason about the whole graph. Before trying, it skips buffers that can
 never be overwritten: constants, graph outputs, buffers already overwritten, and the inputs
 that :func:`~opgraph.graph.destroyhandler.protected_inputs` protects (what the user passed
-unless marked ``In(x, mutable=True)``, and every shared variable: a call that fails must
-leave them unchanged). In a graph with lazy nodes (``ifelse``) it only takes over buffers
+unless marked ``In(x, mutable=True)``, and the shared variables the function does not
+update; those it updates are overwritten only as
+:class:`~opgraph.graph.destroyhandler.UpdateGuard` allows). In a graph with lazy nodes (``ifelse``) it only takes over buffers
 that no other node reads, so that no branch is evaluated just to read a buffer before it is
 overwritten.
 """
