@@ -188,6 +188,37 @@ def test_push_out_seq_makes_whole_sequence_computations() -> None:
     assert_allclose(f(*vals), np.array(want))
 
 
+@pytest.mark.parametrize("go_backwards", [False, True])
+def test_push_out_seq_moves_a_batched_rows_product_out_as_one_product(go_backwards: bool) -> None:
+    # The RNN step of W10 with a batch: x_t (batch, n) @ U is one product over all steps.
+    xs, h0, W, U = T.tensor3("xs"), T.matrix("h0"), T.matrix("W"), T.matrix("U")
+
+    def step(x: Any, h: Any, W: Any, U: Any) -> Any:
+        return T.tanh(T.dot(h, W) + T.dot(x, U))
+
+    out, _ = opgraph.scan(
+        step, sequences=[xs], outputs_info=[h0], non_sequences=[W, U], go_backwards=go_backwards
+    )
+    fg = FunctionGraph([xs, h0, W, U], [out], clone=False)
+    in2out(push_out_seq_scan).rewrite(fg)
+    (node,) = [n for n in fg.toposort() if isinstance(n.op, Scan)]
+    inner_dots = [n for n in _inner_nodes(node) if "dot" in str(n.op).lower()]
+    assert len(inner_dots) == 1  # dot(h, W) only
+    assert node.op.info.n_seqs == 1 and node.inputs[1].ndim == 3
+
+    vals = [RNG.normal(size=(6, 3, 4)), RNG.normal(size=(3, 5))]
+    vals += [RNG.normal(size=(5, 5)), RNG.normal(size=(4, 5))]
+    f = _compare([xs, h0, W, U], out, vals)
+    (node,) = _scans(f)
+    products = [n for n in _inner_nodes(node) if "dot" in str(n.op).lower() or "Gemm" in str(n.op)]
+    assert len(products) == 1, products
+    h, want = vals[1], []
+    for x in vals[0][::-1] if go_backwards else vals[0]:
+        h = np.tanh(h @ vals[2] + x @ vals[3])
+        want.append(h)
+    assert_allclose(f(*vals), np.array(want), rtol=1e-6 if config.floatX == "float32" else 1e-7)
+
+
 def test_push_out_seq_keeps_two_sequences_inside_and_handles_go_backwards() -> None:
     xs, ys, h0, M = T.matrix("xs"), T.matrix("ys"), T.vector("h0"), T.matrix("M")
     out, _ = opgraph.scan(

@@ -437,7 +437,9 @@ cdef class Caller:
     cdef public bint trust_input
     cdef tuple acquires, releases
     cdef Py_ssize_t n_locks
-    cdef object unalias
+    cdef object unalias, relock
+    cdef list generation_box
+    cdef object generation
     cdef object __weakref__
 
     def __cinit__(self, *args, **kwargs):
@@ -502,17 +504,37 @@ cdef class Caller:
         self.trust_input = False
         self.acquires = self.releases = ()
         self.n_locks = 0
-        self.unalias = None
+        self.unalias = self.relock = self.generation_box = self.generation = None
         _CALLERS.add(self)
 
-    def guard(self, list locks, object unalias):
+    def guard(self, list locks, object unalias, object relock=None, list generation_box=None):
         """Hold ``locks`` (the shared variables' update locks, in the order to take them)
         from running the graph to writing the updates, and call ``unalias()`` once the
-        arguments are stored (None: nothing to check)."""
+        arguments are stored (None: nothing to check).
+
+        With ``relock``: when ``generation_box[0]`` changes (some function started writing a
+        shared variable in place), the next call first takes ``(locks, unalias) =
+        relock()``, in its own thread, before holding any lock.
+        """
+        self._set_guard(locks, unalias)
+        self.relock = relock
+        self.generation_box = generation_box
+        if generation_box is not None:
+            self.generation = generation_box[0]
+
+    cdef int _set_guard(self, list locks, object unalias) except -1:
         self.acquires = tuple(lock.acquire for lock in locks)
         self.releases = tuple(lock.release for lock in locks)
         self.n_locks = len(locks)
         self.unalias = unalias
+        return 0
+
+    cdef int _relock(self) except -1:
+        cdef object generation = self.generation_box[0]
+        locks, unalias = self.relock()
+        self._set_guard(locks, unalias)
+        self.generation = generation
+        return 0
 
     cdef void _reinit_lock(self):
         """In a forked child: drop a lock a thread that does not exist here held."""
@@ -652,6 +674,8 @@ cdef class Caller:
                         fast = self._from_scalar(value, i)
                         value = self._filter(value, i) if fast is None else fast
                     (<list>cells[i])[0] = value
+            if self.relock is not None and self.generation_box[0] is not self.generation:
+                self._relock()
             if self.unalias is not None:
                 self.unalias()
             if self.n_locks:

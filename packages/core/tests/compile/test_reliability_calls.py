@@ -238,6 +238,47 @@ def test_updates_of_shared_variables_are_atomic_across_functions_and_copies() ->
     assert "ok" in run_script(CONCURRENT_UPDATES.replace("CALLS", "1500"), timeout=120)
 
 
+TORN_READS = """
+sys.setswitchinterval(1e-6)
+w = shared(np.zeros(1_000_000), name="w")
+spread = opgraph.function([], w.max() - w.min(), mode=MODE)  # compiled before the writer
+assert spread() == 0.0
+bump = opgraph.function([], [], updates=[(w, w + 1)], mode=MODE)
+fg = bump.maker.fgraph
+assert fg.destroyers(fg.inputs[0]), "the update is written in place"
+stop = False
+
+def writer():
+    while not stop:
+        bump()
+
+t = threading.Thread(target=writer)
+t.start()
+seen = [spread() for _ in range(CALLS)]
+stop = True
+t.join(30)
+assert not t.is_alive(), "deadlock"
+assert max(seen) == 0.0, f"a reader saw half of an update: {max(seen)}"
+assert w.get_value()[0] > 0
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("linker", ["py", "c"])
+def test_readers_never_see_half_of_an_update_written_in_place(linker: str) -> None:
+    # The reader takes w's update lock from its first call after the writer was compiled.
+    assert "ok" in run_script(TORN_READS.replace("CALLS", "300"), linker=linker, timeout=120)
+
+
+def test_functions_reading_variables_nobody_writes_in_place_take_no_lock() -> None:
+    s = shared(np.zeros(3), name="s")
+    reader = function([], s.sum(), mode=PY)
+    assert reader._update_locks == []
+    function([], [], updates=[(s, s + 1)], mode=PY)  # not in place: no rewrites in PY
+    reader()
+    assert reader._update_locks == []
+
+
 def test_set_value_waits_for_a_call_updating_the_variable() -> None:
     s = shared(0.0, name="s")
     x = T.dscalar("x")

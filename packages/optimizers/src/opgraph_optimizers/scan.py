@@ -378,7 +378,8 @@ def push_out_seq_scan(fgraph: Any, node: Apply) -> Any:
     non-sequence matrix) becomes one outer computation on the whole sequence, read by the
     loop as a new sequence. Only nodes reading a single outer sequence move (two sequences
     may differ in length beyond the steps run), and only when the result's entry type is the
-    inner type.
+    inner type. A ``dot`` of a matrix entry (a batch of rows) with a non-sequence matrix
+    moves too, as one product of the sequence's rows of all steps.
 
     Unlike Theano, a value becomes a new sequence only when a ``dot`` is among what it
     computes (one matrix product over all the steps instead of a product per step): an
@@ -430,6 +431,14 @@ def push_out_seq_scan(fgraph: Any, node: Apply) -> Any:
     return _read_from_outside(loop, needs, whole, loop.seqs)
 
 
+def _batched_rows_dot(op: Dot, seq: Variable, matrix: Variable) -> Variable:
+    """``dot(x_t, W)`` for every entry ``x_t`` (a matrix: a batch of rows) of ``seq``, as
+    one product: ``seq`` seen as (steps * rows, n) times ``W``, seen again per step."""
+    steps, rows, width = seq.shape[0], seq.shape[1], seq.shape[2]
+    flat = op(seq.reshape((steps * rows, width), ndim=2), matrix)
+    return flat.reshape((steps, rows, matrix.shape[1]), ndim=3)
+
+
 def _push_seq_node(
     n: Apply,
     whole: dict[Variable, Variable],
@@ -460,6 +469,8 @@ def _push_seq_node(
                 out = op(whole[x], outer_ns[y])
             elif y in whole and x in outer_ns and y.type.ndim == 1 and x.type.ndim == 2:
                 out = op(whole[y], outer_ns[x].T)
+            elif x in whole and y in outer_ns and x.type.ndim == 2 and y.type.ndim == 2:
+                out = _batched_rows_dot(op, whole[x], outer_ns[y])
 
     except (TypeError, ValueError):
         return None

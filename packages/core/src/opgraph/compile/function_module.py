@@ -32,7 +32,12 @@ from opgraph.compile.io import In, SymbolicInput, SymbolicOutput
 from opgraph.compile.mode import Mode, compiling_with, get_mode
 from opgraph.compile.ops import alias_root, insert_deepcopy
 from opgraph.compile.profiling import ProfileStats
-from opgraph.compile.sharedvalue import update_lock
+from opgraph.compile.sharedvalue import (
+    INPLACE_GENERATION,
+    mark_written_in_place,
+    update_lock,
+    written_in_place,
+)
 from opgraph.configdefaults import config
 from opgraph.graph.basic import Variable
 from opgraph.graph.clone import clone_get_equiv
@@ -171,15 +176,19 @@ class Function:
         self._single = maker.unpack_single
         self._return_none = maker.return_none
         self._output_keys = maker.output_keys
-        # A VM without updates is run directly (skipping VM.__call__'s update step).
-        self._run = fn.run if isinstance(fn, VM) and not fn.updates else fn
-        self._update_locks = _update_locks_of(maker.inputs, defaults)
-        # A VM holds them while it runs and updates; for anything else the call does.
+        self._shared_defaults = defaults
+        written = [defaults[k] for k in _written_in_place(maker)]
+        if written:
+            mark_written_in_place(written)
+        # Shared variables only read: their update locks are taken too while some function
+        # writes them in place (checked again before a call when that set grew).
+        self._read_shared = [
+            d
+            for s, d in zip(maker.inputs, defaults)
+            if getattr(s, "shared", False) and s.update is None and isinstance(d, Container)
+        ]
         self._call_locks: list[Any] = []
-        if isinstance(fn, VM):
-            fn.update_locks = self._update_locks
-        else:
-            self._call_locks = self._update_locks
+        self._set_locks()
         self._unalias = _alias_check(maker, [c.storage for c in self.input_storage])
         # f[name] / f[variable]: an input's default (or shared) container.
         holders = [d or c for d, c in zip(defaults, self.input_storage)]
@@ -200,13 +209,37 @@ class Function:
                     label=self._label(),
                 )
             )
-            if self._update_locks or self._unalias is not None:
+            if self._update_locks or self._unalias is not None or self._read_shared:
                 guard = getattr(self._caller, "guard", None)
                 if guard is None:  # a compiled caller that cannot take them: the Python path
                     self._caller = None
+                elif self._read_shared:
+                    guard(self._update_locks, self._unalias, self._relock, INPLACE_GENERATION)
                 else:
                     guard(self._update_locks, self._unalias)
         self.profile = maker.profile
+
+    def _set_locks(self) -> None:
+        """Decide the locks a call holds: those of the shared variables it updates, and of
+        those it reads that some function writes in place (as of now)."""
+        self._lock_generation = INPLACE_GENERATION[0]
+        read = [c for c in self._read_shared if written_in_place(c)]
+        self._update_locks = _update_locks_of(self.maker.inputs, self._shared_defaults, read)
+        fn = self.fn
+        # A VM holds them while it runs and updates; for anything else the call does. A VM
+        # without updates or locks is run directly (skipping VM.__call__'s update step).
+        if isinstance(fn, VM):
+            fn.update_locks = self._update_locks
+            self._run = fn.run if not fn.updates and not self._update_locks else fn
+        else:
+            self._run = fn
+            self._call_locks = self._update_locks
+
+    def _relock(self) -> tuple[list[Any], Any]:
+        """Called by a compiled caller, in its own call, when some function started writing
+        a shared variable in place since: ``(locks, unalias)`` to use from now on."""
+        self._set_locks()
+        return self._update_locks, self._unalias
 
     # ------------------------------------------------------------------ settings
 
@@ -270,6 +303,8 @@ class Function:
         n = len(args)
         if n > len(self._slots):
             raise self._arity_error(n)
+        if self._read_shared and self._lock_generation != INPLACE_GENERATION[0]:
+            self._set_locks()
         locks = self._call_locks
         if locks:
             hold_all(locks)
@@ -552,15 +587,35 @@ def _reinit_call_locks_in_child() -> None:
 os.register_at_fork(after_in_child=_reinit_call_locks_in_child)
 
 
-def _update_locks_of(specs: Sequence[SymbolicInput], defaults: list[Any]) -> list[Any]:
-    """The update locks of the containers the function writes updates into, in ``id``
-    order (the one order every function takes them in: no deadlock)."""
+def _update_locks_of(
+    specs: Sequence[SymbolicInput], defaults: list[Any], read: Sequence[Container] = ()
+) -> list[Any]:
+    """The update locks of the containers the function writes updates into, and of
+    ``read`` ones, in ``id`` order (the one order every function takes them in: no
+    deadlock)."""
     locks = {}
     for spec, default in zip(specs, defaults):
         if spec.update is not None and isinstance(default, Container):
             lock = update_lock(default)
             locks[id(lock)] = lock
+    for container in read:
+        lock = update_lock(container)
+        locks[id(lock)] = lock
     return [locks[k] for k in sorted(locks)]
+
+
+def _written_in_place(maker: FunctionMaker) -> list[int]:
+    """Positions of the shared variables whose updates the function writes into their own
+    memory (nodes overwrite them: :class:`UpdateGuard`, or the user's in-place graph)."""
+    fg = maker.fgraph
+    destroyers = getattr(fg, "destroyers", None)
+    if destroyers is None:
+        return []
+    return [
+        k
+        for k, (spec, var) in enumerate(zip(maker.inputs, fg.inputs))
+        if getattr(spec, "shared", False) and destroyers(var)
+    ]
 
 
 def _alias_check(maker: FunctionMaker, cells: list[list[Any]]) -> Callable[[], None] | None:

@@ -30,9 +30,11 @@ __all__ = [
     "SharedVariable",
     "core_shared_constructor",
     "generic_shared_constructor",
+    "mark_written_in_place",
     "shared",
     "shared_constructor",
     "update_lock",
+    "written_in_place",
 ]
 
 # One reentrant lock per shared Container (a function updating a variable may call, from
@@ -55,6 +57,29 @@ def update_lock(container: Container) -> Any:
             if lock is None:
                 lock = _UPDATE_LOCKS[container] = threading.RLock()
     return lock
+
+
+#: ``[n]``: bumped each time a compiled function starts writing some shared variable's
+#: updates into its memory (:func:`mark_written_in_place`). A function compares it with the
+#: value it last saw before each call, and then takes the update locks of the variables it
+#: only reads that are written in place, so that it never sees half of an update.
+INPLACE_GENERATION = [0]
+_WRITTEN_IN_PLACE: weakref.WeakKeyDictionary[Container, bool] = weakref.WeakKeyDictionary()
+
+
+def mark_written_in_place(containers: list[Container]) -> None:
+    """Record that some function overwrites the values of ``containers`` in place."""
+    with _REGISTRY_LOCK:
+        new = [c for c in containers if c not in _WRITTEN_IN_PLACE]
+        for container in new:
+            _WRITTEN_IN_PLACE[container] = True
+        if new:
+            INPLACE_GENERATION[0] += 1
+
+
+def written_in_place(container: Container) -> bool:
+    """Whether some compiled function overwrites the value of ``container`` in place."""
+    return container in _WRITTEN_IN_PLACE
 
 
 def _reinit_update_locks_in_child() -> None:
