@@ -15,9 +15,9 @@ never be overwritten: constants, graph outputs, buffers already overwritten, and
 that :func:`~opgraph.graph.destroyhandler.protected_inputs` protects (what the user passed
 unless marked ``In(x, mutable=True)``, and the shared variables the function does not
 update; those it updates are overwritten only as
-:class:`~opgraph.graph.destroyhandler.UpdateGuard` allows). In a graph with lazy nodes (``ifelse``) it only takes over buffers
-that no other node reads, so that no branch is evaluated just to read a buffer before it is
-overwritten.
+:class:`~opgraph.graph.destroyhandler.UpdateGuard` allows). In a graph with lazy nodes
+(``ifelse``) it only takes over buffers that no other node reads, so that no branch is
+evaluated just to read a buffer before it is overwritten.
 """
 
 from __future__ import annotations
