@@ -44,24 +44,8 @@ def test_an_inplace_update_keeps_the_shared_buffer() -> None:
     np.testing.assert_array_equal(a.get_value(), [2.0, 2.0, 2.0])
 
 
-def test_a_chain_of_inplace_nodes_is_one_commit_and_runs_last() -> None:
-    a = shared(np.ones(4), name="a")
-    b = shared(np.zeros(4), name="b")
-    x = T.dvector("x")
-    new_a = mul_inplace(add_inplace(a, x), 2.0)
-    f = function([x], (x * 3).sum(), updates=[(a, new_a), (b, b + x)], accept_inplace=True)
-    order = f.maker.fgraph.toposort()
-    (a_in,) = [v for v in f.maker.fgraph.inputs if v.name == "a"]
-    first = order.index(f.maker.fgraph.destroyers(a_in)[0])
-    # After the first write into a's memory, only that chain of writes (and views) runs.
-    assert all(n.op.destroy_map or n.op.view_map for n in order[first:]), order[first:]
-    assert len(order[first:]) >= 1
-    assert f(np.arange(4.0)) == 18.0
-    np.testing.assert_array_equal(a.get_value(), (1 + np.arange(4.0)) * 2)
-    np.testing.assert_array_equal(b.get_value(), np.arange(4.0))
-
-
-def test_a_failing_node_leaves_a_variable_updated_in_place_unchanged() -> None:
+def _add_then_raise() -> tuple[Any, Any, Any]:
+    """``(a, b, f)``: ``f(x)`` adds ``x`` to ``a`` in place and raises in ``b``'s update."""
     a = shared(np.zeros(3), name="a")
     b = shared(np.zeros(3), name="b")
     x = T.dvector("x")
@@ -71,6 +55,40 @@ def test_a_failing_node_leaves_a_variable_updated_in_place_unchanged() -> None:
         updates=[(a, add_inplace(a, x)), (b, Raise("boom")(b + x))],
         accept_inplace=True,
     )
+    return a, b, f
+
+
+def test_the_writing_node_runs_after_every_other_node() -> None:
+    a = shared(np.ones(4), name="a")
+    b = shared(np.zeros(4), name="b")
+    x = T.dvector("x")
+    f = function(
+        [x], (x * 3).sum(), updates=[(a, add_inplace(a, x * 2)), (b, b + x)], accept_inplace=True
+    )
+    fg = f.maker.fgraph
+    order = fg.toposort()
+    (a_in,) = [v for v in fg.inputs if v.name == "a"]
+    (writer,) = fg.destroyers(a_in)
+    # Only nodes writing a shared variable's update (a's, and b's if made in place) follow.
+    tail = order[order.index(writer) :]
+    assert all(n.op.destroy_map and n.inputs[0] in fg.inputs for n in tail), tail
+    assert f(np.arange(4.0)) == 18.0
+    np.testing.assert_array_equal(a.get_value(), 1 + 2 * np.arange(4.0))
+    np.testing.assert_array_equal(b.get_value(), np.arange(4.0))
+
+
+def test_a_second_writer_on_the_same_update_is_not_guarded() -> None:
+    # mul_inplace could fail after add_inplace wrote: the user's graph is taken as written.
+    a = shared(np.ones(4), name="a")
+    x = T.dvector("x")
+    f = function([x], [], updates=[(a, mul_inplace(add_inplace(a, x), 2.0))], accept_inplace=True)
+    assert _guard(f) is None
+    f(np.arange(4.0))
+    np.testing.assert_array_equal(a.get_value(), (1 + np.arange(4.0)) * 2)
+
+
+def test_a_failing_node_leaves_a_variable_updated_in_place_unchanged() -> None:
+    a, b, f = _add_then_raise()
     buffer = a.get_value(borrow=True)
     with pytest.raises(ValueError, match="boom"):
         f(np.ones(3))
@@ -146,15 +164,7 @@ def test_broadcastable_updated_variables_stay_protected() -> None:
 
 
 def test_copies_and_pickles_keep_the_commit_last_order() -> None:
-    a = shared(np.zeros(3), name="a")
-    b = shared(np.zeros(3), name="b")
-    x = T.dvector("x")
-    f = function(
-        [x],
-        [],
-        updates=[(a, add_inplace(a, x)), (b, Raise("boom")(b + x))],
-        accept_inplace=True,
-    )
+    a, _b, f = _add_then_raise()
     for g in (f.copy(), pickle.loads(pickle.dumps(f))):
         assert _guard(g) is not None
         with pytest.raises(ValueError, match="boom"):
