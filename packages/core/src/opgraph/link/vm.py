@@ -238,6 +238,14 @@ class VM:
         path, ``plan.fallback``. The caller must behave exactly like ``plan.fallback(args,
         kwargs)`` and may hand it any call it does not handle itself. This VM has no compiled
         path: it returns None (backend-c's ``CVM`` overrides it).
+
+        A function with shared variables or in-place inputs calls the caller's
+        ``guard(locks, unalias, relock=None, generation_box=None)``: hold ``locks`` (in that
+        order) around running the graph and writing the updates, call ``unalias()`` once the
+        arguments are stored, and, when ``generation_box[0]`` is no longer the object seen
+        last, first replace both with ``relock()``'s ``(locks, unalias)`` (another function
+        started writing a shared variable this one reads in place). A caller without
+        ``guard`` is not used for such functions.
         """
         return None
 
