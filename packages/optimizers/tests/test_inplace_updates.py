@@ -74,17 +74,17 @@ def test_embedding_rows_are_incremented_without_copying_the_table(mode: Mode) ->
 
 
 @pytest.mark.parametrize("mode", MODES, ids=IDS)
-def test_a_failed_assert_after_the_gradient_leaves_the_weights(mode: Mode) -> None:
+def test_a_failed_assert_leaves_the_weights_updated_in_place(mode: Mode) -> None:
     w = opgraph.shared(np.ones((3, 2)), name="w")
     x = T.dmatrix("x")
     cost = T.dot(x, w).sum()
-    checked = Assert("cost must stay finite")(cost, T.lt(abs(cost), 1e300))
+    checked = Assert("inputs must stay below 100")(cost, T.lt(abs(x).max(), 100))
     f = opgraph.function([x], checked, updates=[(w, w - 0.5 * opgraph.grad(cost, w))], mode=mode)
     assert "w" in _destroyed_shared(f)
     f(np.ones((4, 3)))
     np.testing.assert_array_equal(w.get_value(), np.full((3, 2), -1.0))
-    with pytest.raises(AssertionError, match="finite"):
-        f(np.full((4, 3), np.inf))
+    with pytest.raises(AssertionError, match="below 100"):
+        f(np.full((4, 3), 1000.0))
     np.testing.assert_array_equal(w.get_value(), np.full((3, 2), -1.0))
 
 
