@@ -9,8 +9,8 @@ its input's Type, runs the VM (which applies the updates), and returns the outpu
 Calls are safe under threads and ``fork`` (see "Threads and processes" in the README): one
 call of a function at a time, the update locks of the shared variables it updates held for
 the whole call (:func:`~opgraph.compile.sharedvalue.update_lock`), and every such lock
-re-initialised in a child forked while another thread held it. An argument the graph
-overwrites in place is copied first when it shares memory with another input.
+re-initialised in a child forked while another thread held it. :mod:`opgraph.compile.callguard`
+decides which locks a call holds and which arguments it copies first.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
-
+from opgraph.compile.callguard import alias_check, update_locks_of, written_positions
 from opgraph.compile.io import In, SymbolicInput, SymbolicOutput
 from opgraph.compile.mode import Mode, compiling_with, get_mode
 from opgraph.compile.ops import alias_root, insert_deepcopy
@@ -177,7 +176,7 @@ class Function:
         self._return_none = maker.return_none
         self._output_keys = maker.output_keys
         self._shared_defaults = defaults
-        written = [defaults[k] for k in _written_in_place(maker)]
+        written = [defaults[k] for k in written_positions(maker)]
         if written:
             mark_written_in_place(written)
         # Shared variables only read: their update locks are taken too while some function
@@ -189,7 +188,7 @@ class Function:
         ]
         self._call_locks: list[Any] = []
         self._set_locks()
-        self._unalias = _alias_check(maker, [c.storage for c in self.input_storage])
+        self._unalias = alias_check(maker, [c.storage for c in self.input_storage])
         # f[name] / f[variable]: an input's default (or shared) container.
         holders = [d or c for d, c in zip(defaults, self.input_storage)]
         self._finder: dict[Any, Container] = {s.variable: c for s, c in zip(maker.inputs, holders)}
@@ -224,7 +223,7 @@ class Function:
         those it reads that some function writes in place (as of now)."""
         self._lock_generation = INPLACE_GENERATION[0]
         read = [c for c in self._read_shared if written_in_place(c)]
-        self._update_locks = _update_locks_of(self.maker.inputs, self._shared_defaults, read)
+        self._update_locks = update_locks_of(self.maker.inputs, self._shared_defaults, read)
         fn = self.fn
         # A VM holds them while it runs and updates; for anything else the call does. A VM
         # without updates or locks is run directly (skipping VM.__call__'s update step).
@@ -585,85 +584,6 @@ def _reinit_call_locks_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_reinit_call_locks_in_child)
-
-
-def _update_locks_of(
-    specs: Sequence[SymbolicInput], defaults: list[Any], read: Sequence[Container] = ()
-) -> list[Any]:
-    """The update locks of the containers the function writes updates into, and of
-    ``read`` ones, in ``id`` order (the one order every function takes them in: no
-    deadlock)."""
-    locks = {}
-    for spec, default in zip(specs, defaults):
-        if spec.update is not None and isinstance(default, Container):
-            lock = update_lock(default)
-            locks[id(lock)] = lock
-    for container in read:
-        lock = update_lock(container)
-        locks[id(lock)] = lock
-    return [locks[k] for k in sorted(locks)]
-
-
-def _written_in_place(maker: FunctionMaker) -> list[int]:
-    """Positions of the shared variables whose updates the function writes into their own
-    memory (nodes overwrite them: :class:`UpdateGuard`, or the user's in-place graph)."""
-    fg = maker.fgraph
-    destroyers = getattr(fg, "destroyers", None)
-    if destroyers is None:
-        return []
-    return [
-        k
-        for k, (spec, var) in enumerate(zip(maker.inputs, fg.inputs))
-        if getattr(spec, "shared", False) and destroyers(var)
-    ]
-
-
-def _alias_check(maker: FunctionMaker, cells: list[list[Any]]) -> Callable[[], None] | None:
-    """A check run after the arguments are stored, or None when no input is overwritten in
-    place (decided here, once: other functions pay nothing).
-
-    The check gives each input the graph overwrites (``fgraph.has_destroyers``, only
-    possible for ``mutable`` inputs or graphs built with ``accept_inplace``) its own copy
-    when its value may share memory (``np.may_share_memory`` for two ndarrays, else its
-    Type's ``may_share_memory``) with any other input's: the explicit arguments and the
-    shared variables' values. Without it, an in-place loop reads what it has already
-    overwritten (Theano copied the same way).
-    """
-    fg = maker.fgraph
-    has_destroyers = getattr(fg, "has_destroyers", None)
-    if has_destroyers is None:
-        return None
-    destroyed = [k for k, var in enumerate(fg.inputs) if has_destroyers([var])]
-    if not destroyed:
-        return None
-    checks = [
-        (cells[k], fg.inputs[k].type.may_share_memory, [c for j, c in enumerate(cells) if j != k])
-        for k in destroyed
-    ]
-    ndarray, may_share = np.ndarray, np.may_share_memory
-
-    def unalias() -> None:
-        for cell, share, rest in checks:
-            value = cell[0]
-            if value is None:
-                continue
-            array = type(value) is ndarray
-            owner = array and value.base is None
-            for other in rest:
-                o = other[0]
-                if o is None:
-                    continue
-                if array and type(o) is ndarray:
-                    if owner and o is not value and o.base is None:
-                        continue  # two arrays owning their memory: disjoint (the usual case)
-                    hit = may_share(value, o)
-                else:
-                    hit = share(value, o)
-                if hit:
-                    cell[0] = value.copy() if array else _copy.deepcopy(value)
-                    break
-
-    return unalias
 
 
 def _default_of(spec: Any, current: Any) -> Any:
