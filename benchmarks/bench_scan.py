@@ -300,8 +300,11 @@ SLOW_CALL_S = 2.0
 #: Every engine runs for this long after its warm-up call before it is timed: engines that
 #: adapt at run time (opgraph's thread teams choose one thread or several from the times of
 #: their first calls; JIT tiers) are measured in their steady state, not while they settle,
-#: which a --quick run of 15 calls would otherwise catch. The same for every engine.
+#: which a --quick run of 15 calls would otherwise catch. The same for every engine. At
+#: least SETTLE_CALLS calls: a thread team makes its first choice after four (two of each
+#: mode), which 0.3 s of a 150 ms call (W10 at batch 32) does not cover.
 SETTLE_S = 0.3
+SETTLE_CALLS = 5
 
 
 def _time(
@@ -314,7 +317,7 @@ def _time(
 ) -> Row:
     """:meth:`Table.time`, except that an engine whose warm call takes more than
     ``SLOW_CALL_S`` gets that one call as its only sample (and a note saying so); the others
-    run ``SETTLE_S`` seconds before they are timed."""
+    run ``SETTLE_S`` seconds (and ``SETTLE_CALLS`` calls) before they are timed."""
     try:
         fn = make()
         verdict = check(fn)  # the first call: Numba and JAX compile here
@@ -325,8 +328,10 @@ def _time(
             table.note(f"{case}: {engine} timed once (one warm call took {warm:.1f} s)")
             return table.add(Row(case, engine, timing=Timing.of([warm]), check=verdict))
         settle_until = time.perf_counter() + SETTLE_S
-        while time.perf_counter() < settle_until:
+        settled = 0
+        while settled < SETTLE_CALLS or time.perf_counter() < settle_until:
             fn()
+            settled += 1
         result = measure(fn, **{**timing, "warmup": 0})
     except Exception as exc:
         return table.skip(case, engine, error_text(exc))
