@@ -476,8 +476,8 @@ def test_gemm_gemv_ger_graphs_lift_and_match_numpy(gpu_mode):
 
 def test_products_work_in_place_on_intermediates_only(gpu_mode):
     """FAST_RUN's in-place stage makes GpuGemm/GpuGemv/GpuGer write into their first input
-    where it is an intermediate buffer; a user's input or a shared variable is never
-    overwritten (``excluding("inplace")`` keeps every product out of place)."""
+    where it is an intermediate buffer; a user's input or a shared variable the function does
+    not update is never overwritten (``excluding("inplace")`` keeps every product out of place)."""
     rng = np.random.default_rng(12)
     Z, X, Y = T.fmatrix("Z"), T.fmatrix("X"), T.fmatrix("Y")
     u, v = T.fvector("u"), T.fvector("v")
@@ -501,7 +501,7 @@ def test_products_work_in_place_on_intermediates_only(gpu_mode):
         np.testing.assert_allclose(f(*values), g(*values), rtol=1e-6, atol=1e-6)
         for before, after in zip(kept, values, strict=True):
             np.testing.assert_array_equal(before, after)
-    # On a shared variable (the user's parameters), the product stays out of place.
+    # On a shared variable the function only reads, the product stays out of place.
     W = opgraph.shared(zv, target="cuda")
     f = opgraph.function([X, Y], W * 0.5 - 0.25 * T.dot(X, Y), mode=gpu_mode)
     assert not any(getattr(n.op, "inplace", False) for n in f.maker.fgraph.toposort())

@@ -343,7 +343,8 @@ def test_mrg_uniform_advances_its_state_in_place_only_when_allowed() -> None:
     np.testing.assert_array_equal(got_u, want_u)
     np.testing.assert_array_equal(got_r, want_r)
     assert not np.array_equal(buffer, state)  # the mutable input was advanced in place
-    # The streams' shared state is never overwritten in place (a failed call keeps it).
+    # The streams' shared state is copied, not advanced in place: the draw feeds the rest
+    # of the graph, which would then have to run after the write (core's UpdateGuard).
     srng = MRG_RandomStreams(seed=3)
     f = theano.function([], srng.uniform((5,)), mode=FAST_RUN)
     assert not any(getattr(n.op, "inplace", False) for n in _topo(f))

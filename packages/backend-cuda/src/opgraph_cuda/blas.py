@@ -488,7 +488,8 @@ def _inplace_version(prop: str, inplace_op: Op) -> Any:
 
 
 #: FAST_RUN's ``inplace`` stage: the products write into their first input where the
-#: DestroyHandler allows it (an intermediate buffer, never a shared variable), as
+#: DestroyHandler allows it (an intermediate buffer, or a shared variable's own update
+#: run after every other node: core's UpdateGuard), as
 #: opgraph-optimizers does for the CPU's Gemm, Gemv and Ger.
 local_inplace_gpu_gemm = register_inplace(
     "local_inplace_gpu_gemm",
