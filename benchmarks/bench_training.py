@@ -268,9 +268,12 @@ def _jax_logreg(data: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[], l
     x, y = jnp.asarray(data["x"]), jnp.asarray(data["y"])
 
     def cost(w: Any, b: Any) -> Any:
-        p_1 = 1 / (1 + jnp.exp(-(x @ w) - b))
-        xent = -y * jnp.log(p_1) - (1 - y) * jnp.log(1 - p_1)
-        return xent.mean() + LOGREG_L2 * (w**2).sum(), (p_1 > 0.5, xent)
+        # log(p_1) and log(1 - p_1) as log-sigmoids: the tutorial's data saturate p_1 to 1.0,
+        # where autodiff of jnp.log(1 - p_1) gives inf * 0 = NaN. opgraph and PyTensor
+        # rewrite the same expression into this stable form themselves.
+        z = x @ w + b
+        xent = -y * jax.nn.log_sigmoid(z) - (1 - y) * jax.nn.log_sigmoid(-z)
+        return xent.mean() + LOGREG_L2 * (w**2).sum(), (z > 0, xent)
 
     def step(w: Any, b: Any) -> Any:
         (_, (pred, xent)), (gw, gb) = jax.value_and_grad(cost, argnums=(0, 1), has_aux=True)(w, b)
