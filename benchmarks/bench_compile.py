@@ -1,11 +1,15 @@
-"""W5, W8 and W16: compile times, each measured in a fresh Python process.
+"""W5, W8, W16 and W19: compile times, each measured in a fresh Python process.
 
 W5 compiles W3's MLP training function (forward, ``grad``, six SGD updates) against an
 empty compile cache (``OPGRAPH_CACHE_DIR`` a new temporary folder: "cold"), then again in
 another process against the same folder ("warm"). W16 does the same for the README's
 logistic-regression example (``examples/02_logistic_regression.py``: its three functions
 ``train``, ``predict`` and ``get_cost``, compiled one after the other as the example does;
-issue 12's target is under 3 s cold on a quiet machine). W8 compiles an N-op elementwise chain
+issue 12's target is under 3 s cold on a quiet machine). W19 does the same for a plugin's
+own C kernel: ``cube(x)`` of ``tests/example_plugin`` (the package ``docs/plugin-guide.md``
+builds; install it with ``pip install ./tests/example_plugin``) on a float64 matrix, compiled
+with the ``c`` linker, whose link phase is that one kernel's build (issue 12: under 2 s
+cold). W8 compiles an N-op elementwise chain
 (N = 250, 1,000, 4,000, 16,000; each process with an empty cache, after a trivial ``setup``
 compile that absorbs one-time costs) to expose rewrites that grow quadratically and
 recursion that hits Python's limit; the growth column is the exponent k in
@@ -56,11 +60,14 @@ WORKLOADS = {
     "W5": "compile time of W3's MLP training function, cold and warm cache",
     "W8": "compile time of an N-op elementwise chain",
     "W16": "compile time of the README's logistic-regression example, cold and warm cache",
+    "W19": "compile time of a plugin's C kernel (the example plugin's Cube), cold and warm",
 }
 
 RESULT_MARK = "BENCH-RESULT "
 PHASE_MARK = "BENCH-PHASE "
 CHAIN_SIZES = (250, 1000, 4000, 16000)
+#: The plugin W19 compiles (tests/example_plugin, the plugin guide's package).
+PLUGIN = "opgraph-example-plugin"
 
 #: Phases in the order they are shown: (key, label).
 PHASES = (
@@ -132,6 +139,9 @@ def _child_theano(engine: str, spec: dict[str, Any], times: dict[str, Any]) -> d
 
     if spec["what"] == "logreg":
         info.update(_logreg_example(th, T, mode, times))
+        return info
+    if spec["what"] == "plugin":
+        info.update(_plugin_kernel(th, T, times))
         return info
 
     _phase("build")
@@ -219,6 +229,42 @@ def _logreg_example(th: Any, T: Any, mode: Any, times: dict[str, Any]) -> dict[s
     final = float(get_cost(data["x"], data["y"]))
     times["first_call"] = time.perf_counter() - t0
     return {"nodes": "+".join(map(str, nodes)), "finite_cost": bool(np.isfinite(final))}
+
+
+def _plugin_kernel(th: Any, T: Any, times: dict[str, Any]) -> dict[str, Any]:
+    """The example plugin's ``cube(x)`` on a float64 matrix, compiled with the ``c`` linker:
+    its link phase builds the plugin's one C kernel (cold) or loads it (warm)."""
+    import numpy as np
+
+    from example_plugin import cube
+    from opgraph.compile.mode import Mode
+
+    _phase("build")
+    t0 = time.perf_counter()
+    x = T.dmatrix("x")
+    out = cube(x)
+    times["build"] = time.perf_counter() - t0
+
+    _phase("compile")
+    t0 = time.perf_counter()
+    f = th.function([x], out, mode=Mode(linker="c"), profile=True)
+    times["compile"] = time.perf_counter() - t0
+    times.update(_profile_times(f.profile))
+    if "rewrite" in times and "link" in times:
+        times["other"] = max(0.0, times["compile"] - times["rewrite"] - times["link"])
+
+    _phase("first call")
+    value = np.linspace(-2.0, 2.0, 12).reshape(3, 4)
+    t0 = time.perf_counter()
+    result = f(value)
+    times["first_call"] = time.perf_counter() - t0
+    # The profile records which implementation each node got: "c" or "Py" (perform).
+    impls = sorted(set(getattr(f.profile, "apply_impl", {}).values()))
+    return {
+        "nodes": len(f.maker.fgraph.apply_nodes),
+        "max_abs_error": float(np.max(np.abs(result - value**3))),
+        "kernel": "+".join(impls) or "unknown",
+    }
 
 
 def _child_jax(spec: dict[str, Any], times: dict[str, Any]) -> dict[str, Any]:
@@ -400,6 +446,12 @@ def run_w5(ctx: Context, workload: str = "W5", what: str = "mlp") -> Table:
     engines = _engines(ctx)
     if what == "logreg":  # the example is Theano code: JAX has no counterpart here
         engines = [(label, engine) for label, engine in engines if engine != "jax"]
+    elif what == "plugin":  # an opgraph plugin: only opgraph runs it
+        engines = [(f"opgraph [c] + {PLUGIN}", "opgraph")]
+        if not _plugin_installed():
+            table.skip("cold: function()", engines[0][0], f"{PLUGIN} is not installed")
+            return table
+    info: dict[str, set[str]] = {}
     for label, engine in engines:
         runs: dict[str, list[dict[str, Any]]] = {"cold": [], "warm": []}
         for _ in range(repeat if engine == "opgraph" else peer_repeat):
@@ -412,6 +464,11 @@ def run_w5(ctx: Context, workload: str = "W5", what: str = "mlp") -> Table:
             ok = [r for r in runs[kind] if "error" not in r]
             if ok and "nodes" in ok[0]:
                 nodes[label] = ok[0]["nodes"]
+            for r in ok:
+                if "kernel" in r:
+                    info.setdefault("kernel", set()).add(f"{kind} {r['kernel']}")
+                if "max_abs_error" in r:
+                    info.setdefault("error", set()).add(f"{r['max_abs_error']:.0e}")
             scratch = Table("", "")
             collected[kind][label] = _phase_rows(scratch, f"{kind}: ", label, runs[kind])
             table.rows.extend(scratch.rows)
@@ -436,6 +493,18 @@ def run_w5(ctx: Context, workload: str = "W5", what: str = "mlp") -> Table:
         table.note("nodes after rewriting: " + ", ".join(f"{k} {v}" for k, v in nodes.items()))
     if what == "logreg":
         table.note("function() is train + predict + get_cost; issue 12's target: < 3 s cold")
+    if what == "plugin":
+        table.note(
+            "link is the build (cold) or the load (warm) of the plugin's one C kernel; "
+            "issue 12's target: < 2 s cold"
+        )
+        if info:
+            table.note(
+                "the node ran: "
+                + ", ".join(sorted(info.get("kernel", ())))
+                + "; max |cube(x) - x**3|: "
+                + ", ".join(sorted(info.get("error", ())))
+            )
     if opgraph_best_linker() in ("py", "vm"):
         table.note(
             "opgraph's Python linkers generate no code, so cold and warm differ only by the "
@@ -517,10 +586,18 @@ def run_w8(ctx: Context) -> Table:
     return table
 
 
+def _plugin_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("example_plugin") is not None
+
+
 def run(workload: str, ctx: Context) -> Table:
-    """W5, W8 or W16."""
+    """W5, W8, W16 or W19."""
     if workload == "W16":
         return run_w5(ctx, "W16", "logreg")
+    if workload == "W19":
+        return run_w5(ctx, "W19", "plugin")
     return run_w5(ctx) if workload == "W5" else run_w8(ctx)
 
 

@@ -1,4 +1,4 @@
-"""Run opgraph's speed suite (workloads W1-W16) and print medians beside NumPy and peers.
+"""Run opgraph's speed suite (workloads W1-W19) and print medians beside NumPy and peers.
 
 Usage::
 
