@@ -359,6 +359,53 @@ def test_default_modes(case: Case, modes: tuple[int, int, int]) -> None:
         assert thunk.last_mode == mode, (node.op, thunk.last_mode)
 
 
+DEPTHWISE_CASES = [
+    Case((2, 3, 9, 33), (3, 1, 3, 3), "half", groups=3),  # rows of several vector groups
+    Case((2, 3, 6, 5), (3, 1, 3, 3), "half", groups=3),  # rows shorter than a vector
+    Case((2, 2, 8, 21), (2, 1, 5, 5), "full", groups=2),  # taps past both ends of a row
+    Case((2, 2, 9, 20), (2, 1, 3, 4), ((2, 0), (1, 3)), groups=2),  # uneven pads
+    Case((2, 2, 11, 19), (2, 1, 3, 3), "valid", dil=(2, 3), groups=2),
+    Case((2, 2, 11, 19), (2, 1, 3, 3), "half", sub=(2, 1), groups=2),  # a row stride
+    Case((2, 2, 11, 19), (2, 1, 3, 3), "half", sub=(1, 2), groups=2),  # strided loop
+    Case((1, 2, 12, 12), (2, 1, 9, 9), "half", groups=2),  # 81 taps: strided loop
+    Case((2, 2, 5, 6, 17), (2, 1, 3, 2, 3), "half", groups=2),  # 3-d
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", DEPTHWISE_CASES, ids=repr)
+def test_depthwise_forward_loop(case: Case, dtype: str) -> None:
+    """The depthwise forward loop (its padded rows and vector groups, and the strided loop
+    beside it) gives perform's values on every border, stride and dilation, and one and
+    two threads give the same result bit for bit."""
+    node, values = case.nodes(dtype)[0], case.values(dtype)[0]
+    one = check_node(node, values, nthreads=1, adaptive=False)
+    two = check_node(node, values, nthreads=2, adaptive=False)
+    assert np.array_equal(one, two)
+    thunk, _ = _thunk(node, values)
+    thunk()
+    assert thunk.last_mode == DEPTHWISE
+
+
+def test_depthwise_forward_keeps_infinities() -> None:
+    """An infinity in the image reaches exactly the outputs whose taps read it (the zeros
+    the loop pads its rows with reach none)."""
+    case = Case((1, 2, 6, 11), (2, 1, 3, 3), "half", groups=2)
+    node, values = case.nodes("float64")[0], case.values("float64")[0]
+    image = values[0].copy()
+    image[0, 0, 2, 0] = -np.inf
+    image[0, 1, 5, 10] = np.inf
+    thunk, cell = _thunk(node, [image, values[1]])
+    thunk()
+    got = cell[0]
+    (expected,) = perform(node, [image, values[1]])
+    bad = ~np.isfinite(got)
+    assert np.array_equal(bad, ~np.isfinite(expected))
+    _close(got[~bad], expected[~bad])
+    assert bad[0, 0].sum() == 6 and bad[0, 0, 1:4, 0:2].all()  # 3 rows x 2 columns
+    assert bad[0, 1].sum() == 4 and bad[0, 1, 4:6, 9:11].all()
+
+
 def _openblas_threads() -> Any:
     """A function returning the thread count of the OpenBLAS SciPy calls, or None."""
     import ctypes

@@ -20,6 +20,17 @@ cdef extern from *:
     #define OPG_CONV_CLONES
     #endif
 
+    /* The depthwise forward loop: bytes per vector (the AVX2 clone runs them as one
+     * register), vectors of one output row per step, the most taps it lists per row. */
+    #define OPG_DW_BYTES 32
+    #define OPG_DW_VECS 4
+    #define OPG_DW_TAPS 64
+    #if defined(__GNUC__) && !defined(__clang__)
+    #define OPG_DW_INLINE_COPY __attribute__((optimize("no-tree-loop-distribute-patterns")))
+    #else
+    #define OPG_DW_INLINE_COPY
+    #endif
+
     /* The geometry of one group of one image: C input channels (of the group), the input
      * D x H x W, the kernel kd x kh x kw, strides, dilations, the pads before each axis and
      * the output od x oh x ow. A 2-d correlation has D = kd = od = 1. */
@@ -56,6 +67,17 @@ cdef extern from *:
         if (zz < 0 || zz >= g->D || y < 0 || y >= g->H)
             return -1;
         return (zz * g->H + y) * g->W;
+    }
+
+    /* The length of the zero-padded rows the depthwise forward loop reads (every tap of
+     * every output column inside), or 0 where that loop does not apply: strides other
+     * than 1 along the rows, more than OPG_DW_TAPS taps. */
+    static inline Py_ssize_t opg_dw_row_len(const opg_conv_geom *g)
+    {
+        Py_ssize_t need = g->ow + (g->kw - 1) * g->dw;
+        if (g->sw != 1 || g->kd * g->kh * g->kw > OPG_DW_TAPS)
+            return 0;
+        return need > g->pw + g->W ? need : g->pw + g->W;
     }
 
     #define OPG_DEFINE_CONV(T, s)                                                        \\
@@ -131,9 +153,20 @@ cdef extern from *:
     }                                                                                    \\
                                                                                          \\
     /* One input channel per group (depthwise). top (N) = the correlation of one input   \\
-     * plane with one kernel k (kd x kh x kw): a scaled, shifted copy per tap, added up. */ \\
-    static void opg_dw_forward_##s(const opg_conv_geom *g, const T *restrict img,        \\
-                                   const T *restrict k, T *restrict top)                 \\
+     * plane with one kernel k (kd x kh x kw).                                           \\
+     *                                                                                   \\
+     * Unit strides along the rows, at most OPG_DW_TAPS taps: the plane's rows are copied \\
+     * into buf amid zeros (opg_dw_row_len elements each, pw zeros first), so that every tap \\
+     * of every output column reads inside a row. Each output row then lists its taps whose \\
+     * input row lies inside the image (weight, pointer) and sums them in registers,     \\
+     * OPG_DW_VECS vectors of columns at a time (an unaligned load and a multiply-add per \\
+     * tap and vector); a vector that would pass the row's end ends there instead, which \\
+     * recomputes a few columns (stored, never accumulated: harmless). Each value sums its \\
+     * taps in the order (a, p, q), from zero, the rows outside the image left out.      \\
+     *                                                                                   \\
+     * Otherwise (opg_dw_forward_strided_<s>): a scaled, shifted plane copy per tap. */  \\
+    static void opg_dw_forward_strided_##s(const opg_conv_geom *g, const T *restrict img, \\
+                                           const T *restrict k, T *restrict top)         \\
     {                                                                                    \\
         const Py_ssize_t ow = g->ow, sw = g->sw, rows = g->od * g->oh;                   \\
         memset(top, 0, rows * ow * sizeof(T));                                           \\
@@ -150,12 +183,88 @@ cdef extern from *:
                     continue;                                                            \\
                 const T *src = img + row;                                                \\
                 T *dst = top + r * ow;                                                   \\
-                if (sw == 1)                                                             \\
-                    for (j = lo; j < hi; j++)                                            \\
-                        dst[j] += w * src[j + x0];                                       \\
-                else                                                                     \\
-                    for (j = lo; j < hi; j++)                                            \\
-                        dst[j] += w * src[j * sw + x0];                                  \\
+                for (j = lo; j < hi; j++)                                                \\
+                    dst[j] += w * src[j * sw + x0];                                      \\
+            }                                                                            \\
+        }                                                                                \\
+    }                                                                                    \\
+                                                                                         \\
+    /* buf <- the D * H rows of the plane img, each amid zeros: pw before, Wp in all. The \\
+     * rows are short: gcc must not turn these loops into memcpy and memset calls. */    \\
+    OPG_DW_INLINE_COPY                                                                   \\
+    static void opg_dw_pad_rows_##s(const opg_conv_geom *g, const T *restrict img,       \\
+                                    T *restrict buf, Py_ssize_t Wp, Py_ssize_t W)        \\
+    {                                                                                    \\
+        const Py_ssize_t pw = g->pw;                                                     \\
+        for (Py_ssize_t y = 0; y < g->D * g->H; y++) {                                   \\
+            T *restrict row = buf + y * Wp;                                              \\
+            const T *restrict src = img + y * g->W;                                      \\
+            Py_ssize_t j;                                                                \\
+            for (j = 0; j < pw; j++)                                                     \\
+                row[j] = 0;                                                              \\
+            for (j = 0; j < W; j++)                                                      \\
+                row[pw + j] = src[j];                                                    \\
+            for (j = pw + W; j < Wp; j++)                                                \\
+                row[j] = 0;                                                              \\
+        }                                                                                \\
+    }                                                                                    \\
+                                                                                         \\
+    OPG_CONV_CLONES                                                                      \\
+    static void opg_dw_forward_##s(const opg_conv_geom *g, const T *restrict img,        \\
+                                   const T *restrict k, T *restrict top, T *restrict buf) \\
+    {                                                                                    \\
+        typedef T V __attribute__((vector_size(OPG_DW_BYTES), aligned(sizeof(T))));      \\
+        enum { L = OPG_DW_BYTES / sizeof(T), STEP = OPG_DW_VECS * L };                   \\
+        const Py_ssize_t ow = g->ow, kw = g->kw, rows = g->od * g->oh;                   \\
+        const Py_ssize_t Wp = opg_dw_row_len(g), pw = g->pw;                             \\
+        const Py_ssize_t W = g->W < Wp - pw ? g->W : Wp - pw;                            \\
+        const T *sp[OPG_DW_TAPS];                                                        \\
+        T wt[OPG_DW_TAPS];                                                               \\
+        Py_ssize_t n, t, j;                                                              \\
+        if (Wp == 0 || buf == NULL) {                                                    \\
+            opg_dw_forward_strided_##s(g, img, k, top);                                  \\
+            return;                                                                      \\
+        }                                                                                \\
+        opg_dw_pad_rows_##s(g, img, buf, Wp, W);                                         \\
+        for (Py_ssize_t r = 0, z = 0, i = 0; r < rows; r++) {  /* r = z * oh + i */      \\
+            T *restrict dst = top + r * ow;                                              \\
+            n = 0;                                                                       \\
+            for (Py_ssize_t a = 0; a < g->kd; a++) {                                     \\
+                const Py_ssize_t zz = z * g->sd + a * g->dd - g->pd;                     \\
+                if (zz < 0 || zz >= g->D)                                                \\
+                    continue;                                                            \\
+                for (Py_ssize_t p = 0; p < g->kh; p++) {                                 \\
+                    const Py_ssize_t y = i * g->sh + p * g->dh - g->ph;                  \\
+                    if (y < 0 || y >= g->H)                                              \\
+                        continue;                                                        \\
+                    for (Py_ssize_t q = 0; q < kw; q++, n++) {                           \\
+                        wt[n] = k[(a * g->kh + p) * kw + q];                             \\
+                        sp[n] = buf + (zz * g->H + y) * Wp + q * g->dw;                  \\
+                    }                                                                    \\
+                }                                                                        \\
+            }                                                                            \\
+            if (++i == g->oh) {                                                          \\
+                i = 0;                                                                   \\
+                z++;                                                                     \\
+            }                                                                            \\
+            for (j = 0; j < ow && ow >= L; j += STEP) {                                  \\
+                V acc[OPG_DW_VECS];                                                      \\
+                Py_ssize_t at[OPG_DW_VECS];                                              \\
+                for (int v = 0; v < OPG_DW_VECS; v++) {                                  \\
+                    at[v] = j + v * L + L <= ow ? j + v * L : ow - L;                    \\
+                    acc[v] = (V){0};                                                     \\
+                }                                                                        \\
+                for (t = 0; t < n; t++)                                                  \\
+                    for (int v = 0; v < OPG_DW_VECS; v++)                                \\
+                        acc[v] += wt[t] * *(const V *)(sp[t] + at[v]);                   \\
+                for (int v = 0; v < OPG_DW_VECS; v++)                                    \\
+                    *(V *)(dst + at[v]) = acc[v];                                        \\
+            }                                                                            \\
+            for (; j < ow; j++) {  /* rows shorter than a vector */                      \\
+                T acc = 0;                                                               \\
+                for (t = 0; t < n; t++)                                                  \\
+                    acc += wt[t] * sp[t][j];                                             \\
+                dst[j] = acc;                                                            \\
             }                                                                            \\
         }                                                                                \\
     }                                                                                    \\
@@ -225,10 +334,11 @@ cdef extern from *:
                       Py_ssize_t r1) noexcept nogil
     void opg_col2im_d(const opg_conv_geom* g, const double* cols, double* img, Py_ssize_t r0,
                       Py_ssize_t r1) noexcept nogil
+    Py_ssize_t opg_dw_row_len(const opg_conv_geom* g) noexcept nogil
     void opg_dw_forward_s(const opg_conv_geom* g, const float* img, const float* k,
-                          float* top) noexcept nogil
+                          float* top, float* buf) noexcept nogil
     void opg_dw_forward_d(const opg_conv_geom* g, const double* img, const double* k,
-                          double* top) noexcept nogil
+                          double* top, double* buf) noexcept nogil
     void opg_unshared_forward_s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N, const float* w,
                                 const float* cols, float* top) noexcept nogil
     void opg_unshared_forward_d(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N, const double* w,

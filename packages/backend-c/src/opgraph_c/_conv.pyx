@@ -31,9 +31,11 @@ and taps padded up to a tile, flat positions past the rows) and the forward and 
 gradient have filters of 32 weights or more (fewer: columns cost little); otherwise GEMM.
 
 Other direct loops: 1x1 kernels, stride 1, no padding take ``?gemm`` on the image itself;
-the forward pass of groups of one input channel and one filter (depthwise) a loop of
-scaled, shifted plane copies (for the gradients, and with more filters, the loops were
-slower than GEMM); unshared filters (one per output pixel) im2col and a loop per channel.
+the forward pass of groups of one input channel and one filter (depthwise) a loop that
+copies each plane's rows amid zeros into the thread's buffer and sums every output row's
+taps in vector registers (a stride along the rows, or more than 64 taps: scaled, shifted
+plane copies; for the gradients, and with more filters, such loops were slower than
+GEMM); unshared filters (one per output pixel) im2col and a loop per channel.
 
 Threads. A call's work (``B * O * K * N`` multiply-adds) decides, with the thunk's
 :c:type:`~opgraph_c._threads.Team`, whether the call runs on one thread or on the team's
@@ -397,14 +399,15 @@ cdef void _direct_prepare(Plan* P, const real* kern) noexcept nogil:
 
 
 cdef void _dw_forward_plane(const Plan* P, const real* img, const real* kern, real* top,
-                            Py_ssize_t i) noexcept nogil:
-    """Output plane ``i`` (= b * O + o) of a depthwise correlation."""
+                            Py_ssize_t i, real* buf) noexcept nogil:
+    """Output plane ``i`` (= b * O + o) of a depthwise correlation (``buf``: the thread's
+    ``P.ldbuf`` elements for the padded rows, NULL if the plan has none)."""
     cdef Py_ssize_t b = i // P.O, o = i - b * P.O
     cdef const real* x = img + (b * P.C + o // P.Og) * P.S
     if real is float:
-        opg_dw_forward_s(&P.g, x, kern + o * P.K, top + i * P.N)
+        opg_dw_forward_s(&P.g, x, kern + o * P.K, top + i * P.N, buf if P.ldbuf else NULL)
     else:
-        opg_dw_forward_d(&P.g, x, kern + o * P.K, top + i * P.N)
+        opg_dw_forward_d(&P.g, x, kern + o * P.K, top + i * P.N, buf if P.ldbuf else NULL)
 
 
 # ------------------------------------------------------------------- the batch
@@ -431,11 +434,15 @@ cdef void _forward(const Plan* P, const real* img, const real* kern, real* top, 
     cdef int tid = 0, before = -1
     if P.mode == DEPTHWISE:
         if threads > 1:
-            for i in prange(P.B * P.O, num_threads=threads, schedule="static"):
-                _dw_forward_plane(P, img, kern, top, i)
+            with parallel(num_threads=threads):
+                tid = threadid()
+                # planes on demand, a few dozen per thread (a busy core holds no one up)
+                for i in prange(P.B * P.O, schedule="dynamic",
+                                chunksize=max(1, P.B * P.O // (32 * threads))):
+                    _dw_forward_plane(P, img, kern, top, i, buf + tid * P.ldbuf)
         else:
             for i in range(P.B * P.O):
-                _dw_forward_plane(P, img, kern, top, i)
+                _dw_forward_plane(P, img, kern, top, i, buf)
     elif threads > 1 and P.B >= threads:
         before = _blas_one(P)
         with parallel(num_threads=threads):
@@ -711,6 +718,7 @@ cdef class CorrThunk(NodeThunk):
             P.ldbuf = P.K * P.N
         elif P.g.C == 1 and P.Og <= _depthwise_og and self.direction == FORWARD:
             P.mode = DEPTHWISE
+            P.ldbuf = P.g.D * P.g.H * opg_dw_row_len(&P.g)  # 0: the strided loop
         elif (P.K == P.g.C and P.g.sd == 1 and P.g.sh == 1 and P.g.sw == 1
                 and not any(a or b for a, b in pads)):
             P.mode = ONE_BY_ONE
@@ -911,6 +919,8 @@ cdef class CorrThunk(NodeThunk):
         cdef char* partial = NULL
         cdef char* shared = NULL
         units = P.slots if self.direction == GRAD_WEIGHTS else P.B
+        if P.mode == DEPTHWISE:  # threads take planes
+            units = P.B * P.O
         # (the direct kernels thread the batch only: fewer images than threads, one thread)
         if (self.team.nthreads > 1 and work >= _thread_work and (blas or not uses_blas)
                 and (P.mode != DIRECT or units >= self.team.nthreads)):
