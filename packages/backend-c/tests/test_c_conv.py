@@ -406,6 +406,40 @@ def test_depthwise_forward_keeps_infinities() -> None:
     assert bad[0, 1].sum() == 4 and bad[0, 1, 4:6, 9:11].all()
 
 
+UNSHARED = 3  # CorrThunk.last_mode
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(
+    "case",
+    [
+        Case((5, 3, 6, 7), (4, 3, 3, 2), "valid", unshared=True),
+        Case((6, 4, 7, 6), (4, 2, 2, 3), (1, 2), sub=(2, 1), groups=2, unshared=True),
+    ],
+    ids=repr,
+)
+def test_unshared_chunks_and_threads_give_one_result(case: Case, dtype: str) -> None:
+    """Unshared filters run a chunk of images at a time: chunks of one, two or every image,
+    on one or two threads, give the same result bit for bit in every direction, and
+    perform's values."""
+    for node, values in zip(case.nodes(dtype), case.values(dtype), strict=True):
+        # one image's patches: groups x pixels x taps of a filter
+        taps = case.kern[1 + case.nd] * int(np.prod(case.kern[2 + case.nd :]))
+        image = case.groups * int(np.prod(case.out)) * taps * np.dtype(dtype).itemsize
+        results = []
+        for images, nthreads in ((1, 1), (1, 2), (2, 1), (2, 2), (case.img[0], 2)):
+            old = _conv.configure(unshared_bytes=images * image)
+            try:
+                results.append(check_node(node, values, nthreads=nthreads, adaptive=False))
+                thunk, _ = _thunk(node, values)
+                thunk()
+                assert thunk.last_mode == UNSHARED
+            finally:
+                _conv.configure(**old)
+        for other in results[1:]:
+            assert np.array_equal(results[0], other), node.op
+
+
 def _openblas_threads() -> Any:
     """A function returning the thread count of the OpenBLAS SciPy calls, or None."""
     import ctypes

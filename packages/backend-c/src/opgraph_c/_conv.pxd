@@ -1,7 +1,7 @@
 # cython: language_level=3
 """The C loops of :mod:`opgraph_c._conv` (im2col, col2im, the depthwise forward loop, the
-unshared kernels, and the direct kernels with their vector sets) and their declarations,
-for float (``_s``) and double (``_d``).
+unshared-filter path of ``include/opgraph_c_unshared.h``, and the direct kernels with their
+vector sets) and their declarations, for float (``_s``) and double (``_d``).
 
 They are plain C over raw pointers, spliced into the extension's C file; the extension's
 docstring explains the layout. All sizes and offsets are in elements.
@@ -268,55 +268,14 @@ cdef extern from *:
             }                                                                            \\
         }                                                                                \\
     }                                                                                    \\
-                                                                                         \\
-    /* Unshared filters, one group of one image: w is (Og, N, K) (a K-long filter per    \\
-     * output channel and pixel), cols (K, N), top (Og, N). */                           \\
-    static void opg_unshared_forward_##s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,      \\
-                                         const T *restrict w, const T *restrict cols,    \\
-                                         T *restrict top)                                \\
-    {                                                                                    \\
-        for (Py_ssize_t o = 0; o < Og; o++) {                                            \\
-            T *t = top + o * N;                                                          \\
-            memset(t, 0, N * sizeof(T));                                                 \\
-            for (Py_ssize_t k = 0; k < K; k++) {                                         \\
-                const T *wk = w + o * N * K + k, *c = cols + k * N;                      \\
-                for (Py_ssize_t n = 0; n < N; n++)                                       \\
-                    t[n] += wk[n * K] * c[n];                                            \\
-            }                                                                            \\
-        }                                                                                \\
-    }                                                                                    \\
-                                                                                         \\
-    /* dw (Og, N, K) += top (Og, N) times cols (K, N), pixel by pixel. */                \\
-    static void opg_unshared_grad_weights_##s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N, \\
-                                              const T *restrict top,                     \\
-                                              const T *restrict cols, T *restrict dw)    \\
-    {                                                                                    \\
-        for (Py_ssize_t o = 0; o < Og; o++)                                              \\
-            for (Py_ssize_t k = 0; k < K; k++) {                                         \\
-                T *d = dw + o * N * K + k;                                               \\
-                const T *t = top + o * N, *c = cols + k * N;                             \\
-                for (Py_ssize_t n = 0; n < N; n++)                                       \\
-                    d[n * K] += t[n] * c[n];                                             \\
-            }                                                                            \\
-    }                                                                                    \\
-                                                                                         \\
-    /* cols (K, N) = the filters w (Og, N, K) applied back to top (Og, N), per pixel. */ \\
-    static void opg_unshared_grad_inputs_##s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,  \\
-                                             const T *restrict w, const T *restrict top, \\
-                                             T *restrict cols)                           \\
-    {                                                                                    \\
-        memset(cols, 0, K * N * sizeof(T));                                              \\
-        for (Py_ssize_t o = 0; o < Og; o++)                                              \\
-            for (Py_ssize_t k = 0; k < K; k++) {                                         \\
-                const T *wk = w + o * N * K + k, *t = top + o * N;                       \\
-                T *c = cols + k * N;                                                     \\
-                for (Py_ssize_t n = 0; n < N; n++)                                       \\
-                    c[n] += wk[n * K] * t[n];                                            \\
-            }                                                                            \\
-    }
 
     OPG_DEFINE_CONV(double, d)
     OPG_DEFINE_CONV(float, s)
+
+    /* The unshared-filter path (include/opgraph_c_unshared.h), on im2col/col2im above. */
+    #include "opgraph_c_unshared.h"
+    OPG_DEFINE_UNSHARED(double, d)
+    OPG_DEFINE_UNSHARED(float, s)
     """
     ctypedef struct opg_conv_geom:
         Py_ssize_t C, D, H, W
@@ -339,22 +298,14 @@ cdef extern from *:
                           float* top, float* buf) noexcept nogil
     void opg_dw_forward_d(const opg_conv_geom* g, const double* img, const double* k,
                           double* top, double* buf) noexcept nogil
-    void opg_unshared_forward_s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N, const float* w,
-                                const float* cols, float* top) noexcept nogil
-    void opg_unshared_forward_d(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N, const double* w,
-                                const double* cols, double* top) noexcept nogil
-    void opg_unshared_grad_weights_s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,
-                                     const float* top, const float* cols,
-                                     float* dw) noexcept nogil
-    void opg_unshared_grad_weights_d(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,
-                                     const double* top, const double* cols,
-                                     double* dw) noexcept nogil
-    void opg_unshared_grad_inputs_s(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,
-                                    const float* w, const float* top,
-                                    float* cols) noexcept nogil
-    void opg_unshared_grad_inputs_d(Py_ssize_t Og, Py_ssize_t K, Py_ssize_t N,
-                                    const double* w, const double* top,
-                                    double* cols) noexcept nogil
+    ctypedef struct opg_unshared_call:
+        const opg_conv_geom* g
+        Py_ssize_t G, Og, K, N, B, istep, gstep, rows, tile, ldbuf
+        int direction, threads
+    void opg_unshared_run_s(const opg_unshared_call* c, float* img, const float* kern,
+                            float* top, float* dw, float* x, float* buf) noexcept nogil
+    void opg_unshared_run_d(const opg_unshared_call* c, double* img, const double* kern,
+                            double* top, double* dw, double* x, double* buf) noexcept nogil
 
 cdef extern from *:
     """

@@ -35,7 +35,9 @@ the forward pass of groups of one input channel and one filter (depthwise) a loo
 copies each plane's rows amid zeros into the thread's buffer and sums every output row's
 taps in vector registers (a stride along the rows, or more than 64 taps: scaled, shifted
 plane copies; for the gradients, and with more filters, such loops were slower than
-GEMM); unshared filters (one per output pixel) im2col and a loop per channel.
+GEMM); unshared filters (one per output pixel) a chunk of images at a time, so that the
+filters are read once per chunk: the images' columns regrouped by pixel, then per pixel a
+dot product per image and output channel (an axpy for the gradients).
 
 Threads. A call's work (``B * O * K * N`` multiply-adds) decides, with the thunk's
 :c:type:`~opgraph_c._threads.Team`, whether the call runs on one thread or on the team's
@@ -44,10 +46,11 @@ On ``n`` threads, the batch is split among OpenMP threads (``prange``, static sc
 each with its own buffers; BLAS calls run on one OpenBLAS thread each (set once before the
 region and restored after it: SciPy's OpenBLAS has one count per process). With fewer
 images than threads, GEMM runs the images in turn on OpenBLAS's threads and DIRECT on one
-thread. Depthwise loops split the planes. The mode depends on the shapes only and each
-image is computed alone, so results do not depend on the thread count; the weight
-gradient deals images to ``slots`` partial kernels (image ``b`` to slot ``b % slots``)
-added in order at the end: the same result on any number of threads.
+thread. Depthwise loops split the planes; unshared filters the images (columns) and the
+pixels (products), each pixel's sums running over the images in order. The mode depends
+on the shapes only and each image is computed alone, so results do not depend on the
+thread count; the weight gradient deals images to ``slots`` partial kernels (image ``b``
+to slot ``b % slots``) added in order at the end: the same on any number of threads.
 
 Semantics are the Ops' ``perform`` (``opgraph.tensor.nnet.conv_numpy``): the result is a new
 C-contiguous array of the input's dtype. Inputs are made C-contiguous (a copy only for other
@@ -61,25 +64,7 @@ Buffers (each thread's columns or padded copy, the weight gradient's partial ker
 packed filters) are kept on the thunk and grown as needed; big outputs come from
 backend-c's buffer pool (:mod:`opgraph_c._pool`).
 
-BENCHMARK (float32, ms per call, min of 15 calls interleaved with PyTorch's in one process;
-2-core AMD EPYC (AVX-512) shared with other jobs, load 3-4 in the 2-thread rows, where both
-libraries' threads wait for taken cores; PyTorch 2.13 CPU ``conv2d`` /
-``convolution_backward`` on as many threads; OpenBLAS on one thread in the 1-thread rows):
-
-    img x kern                     threads    forward       gradWeights     gradInputs
-                                            ours  torch     ours  torch     ours  torch
-    (32,64,32,32) x (64,64,3,3)       1     24.0   23.3     27.3   27.8     26.3   23.8
-      half (DIRECT)                   2     30.8   44.0     31.6   52.1     33.3   44.1
-    (64,1,28,28) x (20,1,5,5)         1     0.56   1.17     0.63   0.86     1.01   13.6
-      valid (GEMM)                    2     0.60   0.82     0.42   0.73     0.84   6.37
-    (64,20,12,12) x (50,20,5,5)       1     3.35   4.63     4.40   6.44     3.52   4.86
-      valid (DIRECT)                  2     1.76   2.68     3.15   12.1     1.98   10.9
-
-Before DIRECT (GEMM everywhere, depthwise loops for one-channel images) the 1-thread rows
-were 34-47 / 34-51 / 35-36 (W12), 4.2-7.0 / 5.2-8.3 / 8.1-8.6 and 4.0-5.1 / 4.0-5.7 /
-5.0-5.7 (LeNet's layers). A LeNet training step (benchmarks/bench_conv.py W15's graph,
-``cvm``): 16.0 ms against PyTorch's 29.7 on one thread (before: 22.7 against 25.9).
-Strided convolutions (the 7x7 stride-2 first layer) run GEMM as before.
+Measured kernel by kernel against PyTorch: docs/cnn.md ("Kernel by kernel").
 """
 
 cimport numpy as cnp
@@ -136,7 +121,7 @@ cdef enum:
     GEMM = 0  # im2col (col2im) and ?gemm, in bands of output rows
     ONE_BY_ONE = 1  # ?gemm on the image itself (1x1 kernel, stride 1, no padding)
     DEPTHWISE = 2  # one input channel and filter per group (forward): direct loops
-    UNSHARED = 3  # im2col and a loop per output channel
+    UNSHARED = 3  # per pixel over a chunk of images: dot products of taps and filters
     DIRECT = 4  # unit strides: vector kernels on a zero-padded copy, no columns (_conv.pxd)
     # The border modes.
     EXPLICIT = 0  # pads given ("valid": none)
@@ -160,12 +145,16 @@ cdef Py_ssize_t _slot_bytes = 32 << 20
 cdef int _direct = 1
 cdef double _direct_share = 0.5
 cdef Py_ssize_t _depthwise_og = 1
+# Unshared filters: the bytes of patches a chunk of images keeps (the filters are read once
+# per chunk).
+cdef Py_ssize_t _unshared_bytes = 64 * 1024 * 1024
 
 opg_ig_select(-1)
 
 
 def configure(tile_bytes=None, min_tile_cols=None, thread_work=None, slot_bytes=None,
-              direct=None, direct_share=None, depthwise_og=None, simd=None) -> dict:
+              direct=None, direct_share=None, depthwise_og=None, simd=None,
+              unshared_bytes=None) -> dict:
     """Set the kernels' tunables (None keeps one); returns the previous values, to restore.
 
     ``tile_bytes``: bytes of columns built per band of output rows (0: one band per image);
@@ -175,15 +164,16 @@ def configure(tile_bytes=None, min_tile_cols=None, thread_work=None, slot_bytes=
     where at least ``direct_share`` of their multiply-adds are useful (1) or wherever they
     apply (2); ``depthwise_og``: the most filters per group of one-channel groups whose
     forward pass runs the depthwise loops; ``simd``: the direct kernels' vector set, at
-    most this level (2 AVX-512, 1 AVX2, 0 plain vectors; -1 the best the CPU runs). For
-    tests and benchmarks.
+    most this level (2 AVX-512, 1 AVX2, 0 plain vectors; -1 the best the CPU runs);
+    ``unshared_bytes``: the most bytes of patches a chunk of images keeps for unshared
+    filters. For tests and benchmarks.
     """
     global _tile_bytes, _min_tile_cols, _thread_work, _slot_bytes, _direct, _direct_share
-    global _depthwise_og
+    global _depthwise_og, _unshared_bytes
     old = {"tile_bytes": _tile_bytes, "min_tile_cols": _min_tile_cols,
            "thread_work": _thread_work, "slot_bytes": _slot_bytes, "direct": _direct,
            "direct_share": _direct_share, "depthwise_og": _depthwise_og,
-           "simd": opg_ig_level}
+           "simd": opg_ig_level, "unshared_bytes": _unshared_bytes}
     if tile_bytes is not None:
         _tile_bytes = tile_bytes
     if min_tile_cols is not None:
@@ -200,6 +190,8 @@ def configure(tile_bytes=None, min_tile_cols=None, thread_work=None, slot_bytes=
         _depthwise_og = depthwise_og
     if simd is not None:
         opg_ig_select(simd)
+    if unshared_bytes is not None:
+        _unshared_bytes = max(1, unshared_bytes)
     return old
 
 
@@ -297,12 +289,6 @@ cdef void _forward_image(const Plan* P, const real* img, const real* kern, real*
             _gemm(c"N", c"N", P.N, P.Og, P.K, x, P.N, w, P.K, 0, t, P.N)
         elif P.mode == DIRECT:
             _direct_group(P, FORWARD, grp, x, x, t, cols)
-        elif P.mode == UNSHARED:
-            _im2col(&P.g, x, cols, 0, P.rows)
-            if real is float:
-                opg_unshared_forward_s(P.Og, P.K, P.N, w, cols, t)
-            else:
-                opg_unshared_forward_d(P.Og, P.K, P.N, w, cols, t)
         else:
             r0 = 0
             while r0 < P.rows:
@@ -328,12 +314,6 @@ cdef void _grad_weights_image(const Plan* P, const real* img, const real* top, r
             _gemm(c"T", c"N", P.K, P.Og, P.N, x, P.N, t, P.N, 1, d, P.K)
         elif P.mode == DIRECT:
             _direct_group(P, GRAD_WEIGHTS, grp, x, t, d, cols)
-        elif P.mode == UNSHARED:
-            _im2col(&P.g, x, cols, 0, P.rows)
-            if real is float:
-                opg_unshared_grad_weights_s(P.Og, P.K, P.N, t, cols, d)
-            else:
-                opg_unshared_grad_weights_d(P.Og, P.K, P.N, t, cols, d)
         else:
             r0 = 0
             while r0 < P.rows:
@@ -361,12 +341,6 @@ cdef void _grad_inputs_image(const Plan* P, const real* kern, const real* top, r
             _gemm(c"N", c"T", P.N, P.K, P.Og, t, P.N, w, P.K, 0, x, P.N)
         elif P.mode == DIRECT:
             _direct_group(P, GRAD_INPUTS, grp, t, t, x, cols)
-        elif P.mode == UNSHARED:
-            if real is float:
-                opg_unshared_grad_inputs_s(P.Og, P.K, P.N, w, t, cols)
-            else:
-                opg_unshared_grad_inputs_d(P.Og, P.K, P.N, w, t, cols)
-            _col2im(&P.g, cols, x, 0, P.rows)
         else:
             r0 = 0
             while r0 < P.rows:
@@ -375,6 +349,35 @@ cdef void _grad_inputs_image(const Plan* P, const real* kern, const real* top, r
                 _gemm(c"N", c"T", nt, P.K, P.Og, t + r0 * ow, P.N, w, P.K, 0, cols, nt)
                 _col2im(&P.g, cols, x, r0, r1)
                 r0 = r1
+
+
+# ------------------------------------------------------------------- unshared filters
+#
+# The whole call in C (include/opgraph_c_unshared.h): a chunk of ``P.tile`` images at a
+# time, the chunk's patches per pixel in ``x``, each thread's im2col columns in ``cols``.
+
+
+cdef void _unshared_call(const Plan* P, int typenum, int direction, char* A, char* Bp,
+                         char* R, char* x, char* cols, int threads) noexcept nogil:
+    """The unshared path on the thunk's operands: ``A``, ``Bp``, ``R`` are (forward) image,
+    filters, output; (filter gradient) image, top gradient, output; (input gradient)
+    filters, top gradient, output."""
+    cdef opg_unshared_call c
+    cdef char* img = R if direction == GRAD_INPUTS else A
+    cdef char* kern = A if direction == GRAD_INPUTS else Bp
+    cdef char* top = R if direction == FORWARD else Bp
+    cdef char* dw = R if direction == GRAD_WEIGHTS else NULL
+    c.g = &P.g
+    c.G, c.Og, c.K, c.N, c.B = P.G, P.Og, P.K, P.N, P.B
+    c.istep, c.gstep, c.rows = P.C * P.S, P.g.C * P.S, P.rows
+    c.tile, c.ldbuf = P.tile, P.ldbuf
+    c.direction, c.threads = direction, threads
+    if typenum == cnp.NPY_FLOAT:
+        opg_unshared_run_s(&c, <float*>img, <float*>kern, <float*>top, <float*>dw,
+                           <float*>x, <float*>cols)
+    else:
+        opg_unshared_run_d(&c, <double*>img, <double*>kern, <double*>top, <double*>dw,
+                           <double*>x, <double*>cols)
 
 
 # ------------------------------------------------------------------- direct kernels
@@ -715,7 +718,9 @@ cdef class CorrThunk(NodeThunk):
         P.ldbuf = 0
         if self.unshared:
             P.mode = UNSHARED
-            P.ldbuf = P.K * P.N
+            P.ldbuf = P.K * P.N  # one image's columns per thread
+            # images per chunk: their patches take at most _unshared_bytes
+            P.tile = max(1, min(B, _unshared_bytes // (G * P.N * P.K * self.itemsize)))
         elif P.g.C == 1 and P.Og <= _depthwise_og and self.direction == FORWARD:
             P.mode = DEPTHWISE
             P.ldbuf = P.g.D * P.g.H * opg_dw_row_len(&P.g)  # 0: the strided loop
@@ -731,7 +736,7 @@ cdef class CorrThunk(NodeThunk):
             P.ldbuf = P.K * P.tile * P.g.ow
         P.ldbuf = (P.ldbuf * self.itemsize + ALIGN - 1) // ALIGN * ALIGN // self.itemsize
         P.slots = 1
-        if self.direction == GRAD_WEIGHTS:
+        if self.direction == GRAD_WEIGHTS and P.mode != UNSHARED:
             P.slots = max(1, min(B, MAX_SLOTS, _slot_bytes // (G * P.kstep * self.itemsize)))
         P.off, P.wpk, P.shared = NULL, NULL, 0
         P.direction = self.direction
@@ -790,7 +795,8 @@ cdef class CorrThunk(NodeThunk):
 
     cdef char* _buffer(self, int which, Py_ssize_t nbytes):
         """The reused buffer ``which`` (0: the threads' columns or padded copies, 1: partial
-        kernels, 2: the direct kernels' shared offsets and filters), at least ``nbytes``
+        kernels or an unshared chunk's patches, 2: the direct kernels' shared offsets and
+        filters), at least ``nbytes``
         long, 64-byte aligned; grown (never shrunk) as needed."""
         cdef cnp.ndarray buf = (self._cols, self._partial, self._shared)[which]
         if buf is None or cnp.PyArray_SIZE(buf) < nbytes + ALIGN:
@@ -921,6 +927,8 @@ cdef class CorrThunk(NodeThunk):
         units = P.slots if self.direction == GRAD_WEIGHTS else P.B
         if P.mode == DEPTHWISE:  # threads take planes
             units = P.B * P.O
+        elif P.mode == UNSHARED:  # threads take images (and pixels)
+            units = P.B
         # (the direct kernels thread the batch only: fewer images than threads, one thread)
         if (self.team.nthreads > 1 and work >= _thread_work and (blas or not uses_blas)
                 and (P.mode != DIRECT or units >= self.team.nthreads)):
@@ -932,6 +940,8 @@ cdef class CorrThunk(NodeThunk):
             )
         if P.slots > 1:
             partial = self._buffer(1, P.slots * P.G * P.kstep * self.itemsize)
+        elif P.mode == UNSHARED:  # the chunk's patches
+            partial = self._buffer(1, P.G * P.N * P.tile * P.K * self.itemsize)
         if P.mode == DIRECT:
             shared = self._buffer(2, P.shared)
             P.off = <Py_ssize_t*>shared
@@ -945,29 +955,33 @@ cdef class CorrThunk(NodeThunk):
             start = monotonic()
         cdef char* kern = Bp if self.direction == FORWARD else A
         with nogil:
-            if P.mode == DIRECT and self.typenum == cnp.NPY_FLOAT:
-                _direct_prepare(P, <float*>kern)
-            elif P.mode == DIRECT:
-                _direct_prepare(P, <double*>kern)
-            if self.typenum == cnp.NPY_FLOAT:
-                if self.direction == FORWARD:
-                    _forward(P, <float*>A, <float*>Bp, <float*>R, <float*>cols, threads, blas)
-                elif self.direction == GRAD_WEIGHTS:
-                    _grad_weights(P, <float*>A, <float*>Bp, <float*>R, <float*>partial,
-                                  <float*>cols, threads, blas)
-                else:
-                    _grad_inputs(P, <float*>A, <float*>Bp, <float*>R, <float*>cols, threads,
-                                 blas)
+            if P.mode == UNSHARED:
+                _unshared_call(P, self.typenum, self.direction, A, Bp, R, partial, cols,
+                               threads)
             else:
-                if self.direction == FORWARD:
-                    _forward(P, <double*>A, <double*>Bp, <double*>R, <double*>cols, threads,
-                             blas)
-                elif self.direction == GRAD_WEIGHTS:
-                    _grad_weights(P, <double*>A, <double*>Bp, <double*>R, <double*>partial,
-                                  <double*>cols, threads, blas)
+                if P.mode == DIRECT and self.typenum == cnp.NPY_FLOAT:
+                    _direct_prepare(P, <float*>kern)
+                elif P.mode == DIRECT:
+                    _direct_prepare(P, <double*>kern)
+                if self.typenum == cnp.NPY_FLOAT:
+                    if self.direction == FORWARD:
+                        _forward(P, <float*>A, <float*>Bp, <float*>R, <float*>cols, threads, blas)
+                    elif self.direction == GRAD_WEIGHTS:
+                        _grad_weights(P, <float*>A, <float*>Bp, <float*>R, <float*>partial,
+                                      <float*>cols, threads, blas)
+                    else:
+                        _grad_inputs(P, <float*>A, <float*>Bp, <float*>R, <float*>cols, threads,
+                                     blas)
                 else:
-                    _grad_inputs(P, <double*>A, <double*>Bp, <double*>R, <double*>cols,
-                                 threads, blas)
+                    if self.direction == FORWARD:
+                        _forward(P, <double*>A, <double*>Bp, <double*>R, <double*>cols, threads,
+                                 blas)
+                    elif self.direction == GRAD_WEIGHTS:
+                        _grad_weights(P, <double*>A, <double*>Bp, <double*>R, <double*>partial,
+                                      <double*>cols, threads, blas)
+                    else:
+                        _grad_inputs(P, <double*>A, <double*>Bp, <double*>R, <double*>cols,
+                                     threads, blas)
         if timed:
             team_timed(&self.team, threads, monotonic() - start, work)
         if threads > 1:
