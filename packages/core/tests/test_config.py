@@ -168,6 +168,17 @@ def test_change_flags_decorator_and_reuse():
     assert build.__doc__ == "Docstring kept."
 
 
+def test_change_flags_on_a_flag_never_read_before_leaves_it_readable():
+    """A flag first read inside change_flags goes back to unset on exit, and the hot-path
+    reader (``current``) then gives its default instead of a KeyError."""
+    cfg = core_config()
+    with cfg.change_flags(floatX="float32"):
+        assert cfg.current("floatX") == "float32"
+    assert cfg.current("floatX") == "float64"
+    assert cfg.floatX == "float64"
+    assert cfg.source("floatX") == "default"
+
+
 def test_change_flags_restores_after_exception():
     cfg = core_config()
     cfg.floatX = "float16"

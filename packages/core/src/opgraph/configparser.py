@@ -662,9 +662,10 @@ class ChangeFlags:
     def _restore(self) -> None:
         cfg = self.config
         for name, value, source in self._saved.pop():
-            if value is _MISSING:
+            if value is _MISSING:  # back to unset: the next read takes the default again
                 cfg._values.pop(name, None)
                 cfg._sources.pop(name, None)
+                cfg._read.discard(name)
             else:
                 cfg._values[name] = value
                 cfg._sources[name] = source
