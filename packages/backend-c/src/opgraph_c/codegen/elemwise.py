@@ -6,7 +6,11 @@ and loops over it on raw pointers (no typed memoryviews: they cost 30k lines of 
 
 - ``contig(start, stop, ptrs)``: every operand contiguous; inputs whose type is broadcastable
   in every dimension are read once, before the loop. This is the loop gcc vectorises,
-  transcendentals included (libmvec);
+  transcendentals included (libmvec). When the element function calls a libmvec function,
+  the last elements (fewer than a cache line of the widest operand) run as a whole padded
+  line of copies (:func:`vector_tail`): every element takes the vector math function, so a
+  value does not depend on its position or the array's length, and short arrays do not pay
+  scalar calls;
 - ``run<j>(n, ptrs)``, one per broadcast layout of the node (:func:`run_masks`): the inputs
   of mask ``j`` constant along the run (read once, as scalars), every other operand
   contiguous. This is the innermost run of an operand broadcast along the trailing axes
@@ -50,6 +54,7 @@ __all__ = [
     "elemwise_part",
     "node_signature",
     "run_masks",
+    "vector_tail",
 ]
 
 
@@ -226,7 +231,7 @@ def elemwise_part(op: Any, node: Apply, hoisted: Sequence[bool], openmp: bool) -
     decl = [f"{CTYPES[d]} i{k}" for k, d in enumerate(in_dtypes)]
     decl += [f"{CTYPES[d]}* o{k}" for k, d in enumerate(out_dtypes)]
     masks = run_masks([v.type.broadcastable for v in node.inputs], hoisted)
-    loops = [comment, _contig(in_dtypes, out_dtypes, hoisted)]
+    loops = [comment, _contig(in_dtypes, out_dtypes, hoisted, vector_tail(elem))]
     loops += [_run(j, mask, in_dtypes, out_dtypes, hoisted) for j, mask in enumerate(masks)]
     loops.append(_strided(in_dtypes, out_dtypes, hoisted, masks))
     if openmp:
@@ -353,13 +358,74 @@ def _loop(
     return lines
 
 
-def _contig(in_dtypes: Sequence[str], out_dtypes: Sequence[str], hoisted: Sequence[bool]) -> str:
+#: The math functions glibc's libmvec has vector variants of (the prelude's list).
+_LIBMVEC = re.compile(
+    r"\b(?:exp|log|sin|cos|pow|acos|acosh|asin|asinh|atan|atan2|atanh|cosh|erf|erfc|exp2"
+    r"|expm1|log10|log1p|log2|sinh|tan|tanh)f?\("
+)
+
+
+def vector_tail(c_code: str) -> bool:
+    """Whether an element function calls a libmvec function: then its loops run their last
+    elements (fewer than a vector's worth) through a padded copy, so that every element
+    takes the vector variant (the scalar one costs several times as much per element, and
+    may round differently)."""
+    return _LIBMVEC.search(c_code) is not None
+
+
+def _contig(
+    in_dtypes: Sequence[str],
+    out_dtypes: Sequence[str],
+    hoisted: Sequence[bool],
+    padded_tail: bool = False,
+) -> str:
     lines = [
         f"cdef void contig{ID}(ptrdiff_t start, ptrdiff_t stop, char** ptrs) noexcept nogil:",
         '    """Every operand contiguous; scalar inputs read once. gcc vectorises this."""',
     ]
     scalars = {k for k, h in enumerate(hoisted) if h}
-    return "\n".join(lines + _loop(in_dtypes, out_dtypes, scalars, "start, stop"))
+    if not padded_tail:
+        return "\n".join(lines + _loop(in_dtypes, out_dtypes, scalars, "start, stop"))
+    # A cache line of the widest operand: whole vectors of every dtype the loop mixes.
+    lanes = 64 // max(np.dtype(d).itemsize for d in (*in_dtypes, *out_dtypes))
+    nin = len(in_dtypes)
+    body = _loop(in_dtypes, out_dtypes, scalars, "start, body")
+    decl = [ln for ln in body if ln.startswith("    cdef") and "ptrdiff_t i" not in ln]
+    loop = [ln for ln in body if ln not in decl]
+    lines[1] = (
+        '    """Every operand contiguous; scalar inputs read once. gcc vectorises this; the\n'
+        f"    last (stop - start) % {lanes} elements run as {lanes} lanes of copies (the last"
+        ' element\n    repeated), so that they too take the vector math functions."""'
+    )
+    lines += decl
+    tail_args = []
+    for k, d in enumerate(in_dtypes):
+        if k in scalars:
+            tail_args.append(f"s{k}")
+        else:
+            lines.append(f"    cdef {CTYPES[d]} ti{k}[{lanes}]")
+            tail_args.append(f"ti{k}[j]")
+    for k, d in enumerate(out_dtypes):
+        lines.append(f"    cdef {CTYPES[d]} to{k}[{lanes}]")
+        tail_args.append(f"&to{k}[j]")
+    copies = [
+        f"        ti{k}[j] = i{k}[body + (j if j < r else r - 1)]"
+        for k in range(nin)
+        if k not in scalars
+    ]
+    lines += [
+        f"    cdef ptrdiff_t j, r = (stop - start) % {lanes}, body = stop - r",
+        *loop[:-1],
+        "    if r == 0:",
+        "        return",
+        *([f"    for j in range({lanes}):", *copies] if copies else []),
+        f"    for j in range({lanes}):",
+        f"        opg_elem{ID}({', '.join(tail_args)})",
+        "    for j in range(r):",
+        *(f"        o{k}[body + j] = to{k}[j]" for k in range(len(out_dtypes))),
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def _run(
