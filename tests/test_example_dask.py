@@ -7,6 +7,7 @@ memory limit that the data still exceeds; the test reads the cost lines it print
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -22,13 +23,18 @@ pytest.importorskip("distributed", reason="the example needs dask.distributed")
 FINAL = re.compile(r"^cost ([0-9.]+) -> ([0-9.]+) \(falls\)$", re.MULTILINE)
 
 
-def test_dask_example_trains_on_data_larger_than_the_workers_memory() -> None:
+def test_dask_example_trains_on_data_larger_than_the_workers_memory(tmp_path: Path) -> None:
+    """With an empty compile cache, as on a fresh machine: the block kernels are compiled
+    once on the client (a worker compiling one in-process outgrew its 200 MB and was
+    killed, task after task)."""
+    env = {**os.environ, "OPGRAPH_CACHE_DIR": str(tmp_path / "cache")}
     done = subprocess.run(
         [sys.executable, str(EXAMPLE), "--rows", "1200000", "--memory-limit", "200MB"],
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
+        env=env,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "dashboard:" in done.stdout

@@ -222,6 +222,11 @@ def lower_elemwise(node: Apply, inputs: Sequence[Any]) -> list[Any]:
     values = list(inputs)
     if not any(_is_dask(v) for v in values):
         return run_locally(node, values)
+    # Link the block function here once: its C kernel is then compiled into the compile
+    # cache before any task runs, and workers sharing this machine's cache load it. Left to
+    # the workers, each would wait for one of them to compile it in-process, which can take
+    # more memory than a worker's limit (the nanny then kills it, task after task).
+    _runner(kernel.op, in_types)
     ndim = node.outputs[0].type.ndim
     for k, (var, val) in enumerate(zip(node.inputs, values, strict=True)):
         if np.ndim(val) != var.type.ndim:
