@@ -43,26 +43,17 @@ typedef struct {
 } opg_unshared_call;
 
 #define OPG_DEFINE_UNSHARED(T, s)                                                        \
-/* x[n, b, :] <- cols[:, n] (cols: im2col's (K, N) of image b), in tiles that stay in L1 */\
-static void opg_unshared_put_##s(Py_ssize_t K, Py_ssize_t N, Py_ssize_t Bc, Py_ssize_t b, \
-                                 const T *restrict cols, T *restrict x)                  \
+/* dst[k * dk + n * dn] <- src[k * sk + n * sn] for k < K, n < N, in tiles that stay in  \
+ * L1: image b's columns (K, N) into the chunk's patches x[n, b, :] and back */          \
+static void opg_unshared_copy_##s(Py_ssize_t K, Py_ssize_t N, const T *restrict src,      \
+                                  Py_ssize_t sk, Py_ssize_t sn, T *restrict dst,          \
+                                  Py_ssize_t dk, Py_ssize_t dn)                           \
 {                                                                                        \
     for (Py_ssize_t k0 = 0; k0 < K; k0 += 32)                                            \
         for (Py_ssize_t n0 = 0; n0 < N; n0 += 32)                                        \
             for (Py_ssize_t k = k0; k < K && k < k0 + 32; k++)                           \
                 for (Py_ssize_t n = n0; n < N && n < n0 + 32; n++)                       \
-                    x[(n * Bc + b) * K + k] = cols[k * N + n];                           \
-}                                                                                        \
-                                                                                         \
-/* cols (K, N) <- x[:, b, :] regrouped: image b's columns for col2im */                  \
-static void opg_unshared_get_##s(Py_ssize_t K, Py_ssize_t N, Py_ssize_t Bc, Py_ssize_t b, \
-                                 const T *restrict x, T *restrict cols)                  \
-{                                                                                        \
-    for (Py_ssize_t k0 = 0; k0 < K; k0 += 32)                                            \
-        for (Py_ssize_t n0 = 0; n0 < N; n0 += 32)                                        \
-            for (Py_ssize_t k = k0; k < K && k < k0 + 32; k++)                           \
-                for (Py_ssize_t n = n0; n < N && n < n0 + 32; n++)                       \
-                    cols[k * N + n] = x[(n * Bc + b) * K + k];                           \
+                    dst[k * dk + n * dn] = src[k * sk + n * sn];                         \
 }                                                                                        \
                                                                                          \
 /* top[b * ts + o * tos] = dot(x[b], w[o]) for one pixel: four images at a time share   \
@@ -151,7 +142,8 @@ static void opg_unshared_pack_##s(const opg_unshared_call *c, const T *img,     
     const T *im = img + (b0 + b) * c->istep;                                             \
     for (Py_ssize_t grp = 0; grp < c->G; grp++) {                                        \
         opg_im2col_##s(c->g, im + grp * c->gstep, cols, 0, c->rows);                     \
-        opg_unshared_put_##s(c->K, c->N, bc, b, cols, x + grp * c->N * bc * c->K);       \
+        opg_unshared_copy_##s(c->K, c->N, cols, c->N, 1,                                 \
+                              x + (grp * c->N * bc + b) * c->K, 1, bc * c->K);           \
     }                                                                                    \
 }                                                                                        \
                                                                                          \
@@ -162,7 +154,8 @@ static void opg_unshared_unpack_##s(const opg_unshared_call *c, T *dimg, Py_ssiz
     T *im = dimg + (b0 + b) * c->istep;                                                  \
     memset(im, 0, c->istep * sizeof(T));                                                 \
     for (Py_ssize_t grp = 0; grp < c->G; grp++) {                                        \
-        opg_unshared_get_##s(c->K, c->N, bc, b, x + grp * c->N * bc * c->K, cols);       \
+        opg_unshared_copy_##s(c->K, c->N, x + (grp * c->N * bc + b) * c->K, 1,          \
+                              bc * c->K, cols, c->N, 1);                                 \
         opg_col2im_##s(c->g, cols, im + grp * c->gstep, 0, c->rows);                     \
     }                                                                                    \
 }                                                                                        \
@@ -216,11 +209,12 @@ static void opg_unshared_run_##s(const opg_unshared_call *c, T *img, const T *ke
                                             buf + omp_get_thread_num() * c->ldbuf, b);   \
             }                                                                            \
         } else {                                                                         \
-            for (Py_ssize_t b = 0; b < bc && c->direction != OPG_UNSHARED_GRAD_INPUTS; b++) \
+            const int back = c->direction == OPG_UNSHARED_GRAD_INPUTS;                   \
+            for (Py_ssize_t b = 0; b < bc && !back; b++)                                 \
                 opg_unshared_pack_##s(c, img, b0, bc, x, buf, b);                        \
             for (Py_ssize_t i = 0; i < pixels; i++)                                      \
                 opg_unshared_pixel_##s(c, kern, top, dw, b0, bc, x, i);                  \
-            for (Py_ssize_t b = 0; b < bc && c->direction == OPG_UNSHARED_GRAD_INPUTS; b++) \
+            for (Py_ssize_t b = 0; b < bc && back; b++)                                  \
                 opg_unshared_unpack_##s(c, img, b0, bc, x, buf, b);                      \
         }                                                                                \
     }                                                                                    \
