@@ -387,6 +387,28 @@ def test_depthwise_forward_loop(case: Case, dtype: str) -> None:
     assert thunk.last_mode == DEPTHWISE
 
 
+@pytest.mark.parametrize(
+    "case",
+    [
+        Case((1, 1, 40, 40), (1, 1, 3, 3), "half"),  # depthwise: one plane
+        Case((1, 2, 6, 7), (4, 2, 3, 2), "valid", unshared=True),  # unshared: one image
+    ],
+    ids=repr,
+)
+def test_fewer_items_than_threads_keep_to_their_buffers(case: Case) -> None:
+    """One plane or one image on two threads (any thread may take the only item): each
+    thread's buffer exists, and the result is one thread's."""
+    old = _conv.configure(thread_work=1)
+    try:
+        for node, values in zip(case.nodes("float64"), case.values("float64"), strict=True):
+            one = check_node(node, values, nthreads=1, adaptive=False)
+            for _ in range(20):
+                two = check_node(node, values, nthreads=2, adaptive=False)
+                assert np.array_equal(one, two), node.op
+    finally:
+        _conv.configure(**old)
+
+
 def test_depthwise_forward_keeps_infinities() -> None:
     """An infinity in the image reaches exactly the outputs whose taps read it (the zeros
     the loop pads its rows with reach none)."""

@@ -934,10 +934,10 @@ cdef class CorrThunk(NodeThunk):
                 and (P.mode != DIRECT or units >= self.team.nthreads)):
             threads = team_size(&self.team, work)
             timed = True
-        if P.ldbuf:
-            cols = self._buffer(
-                0, P.ldbuf * self.itemsize * (threads if threads > 1 and units >= threads else 1)
-            )
+        if P.ldbuf:  # one buffer per thread of a parallel region (depthwise and unshared
+            # calls always open one on several threads: any thread may take any item)
+            cols = self._buffer(0, P.ldbuf * self.itemsize * (threads if threads > 1 and (
+                units >= threads or P.mode == DEPTHWISE or P.mode == UNSHARED) else 1))
         if P.slots > 1:
             partial = self._buffer(1, P.slots * P.G * P.kstep * self.itemsize)
         elif P.mode == UNSHARED:  # the chunk's patches
