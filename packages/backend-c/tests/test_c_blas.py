@@ -769,7 +769,7 @@ def test_native_gemv_times_threads_then_one_thread(rng: np.random.Generator) -> 
     thunk()
     after = _blas.native_gemv_stats()
     assert after["calls"] == before["calls"] + 2 and after["threaded"] == before["threaded"] + 1
-    for _ in range(40):
+    for _ in range(400):  # on one thread, threads are probed after 4 ms of products
         thunk()
         np.testing.assert_array_equal(out[0], want)
     assert _blas.native_gemv_stats()["probes"] > after["probes"]  # the other mode, now and then

@@ -12,10 +12,16 @@ cdef struct Team:
     double t_one  # seconds per element on one thread (a moving average; 0: not timed)
     double t_many  # the same on nthreads threads
     Py_ssize_t calls  # calls timed
-    Py_ssize_t probe_every  # calls between probes of the mode not in favour
-    Py_ssize_t next_probe  # the call that probes next
-    bint probing  # the call in flight is a probe
-    int trial  # calls left in which a switch made by a probe counts as that probe failing
+    bint many  # threads are the mode in use
+    Py_ssize_t probe_every  # on threads: calls between probes of one thread
+    Py_ssize_t next_probe  # no probe before this call
+    int probing  # calls left in the probe in flight (0: none)
+    double seconds  # the kernel's time in its timed calls
+    double backoff  # seconds (of the kernel's time) from leaving threads to probing them
+    Py_ssize_t backoff_calls  # and calls
+    double next_threads_probe  # on one thread: no probe of threads before this
+    double excess  # seconds the current stay on threads took beyond one thread
+    double running  # the same since the stay began, gains counted up to CREDIT
 
 
 cdef void team_init(Team* team, int nthreads, Py_ssize_t threshold, bint adaptive) noexcept

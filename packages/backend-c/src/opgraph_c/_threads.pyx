@@ -16,18 +16,40 @@ reports how long the call took with :c:func:`team_timed`. It runs on one thread:
 **Adaptive teams measure instead of guessing.** A threaded region ends when its last
 thread is done; on a busy machine (another process on a core, OpenBLAS's threads spinning
 after a product, a cgroup quota) a thread that waits for a CPU holds up the region for a
-scheduler time slice, and a 2-thread loop loses to one thread. No load figure sees this in
-time (the load average lags by a minute). So each team keeps the time per element of its
-recent calls on one thread and on its threads (a moving average over the calls of the mode
-in use, the latest probe for the other), runs the faster mode, and probes the other one
-call in ``probe_every``: every ``PROBE_MIN`` calls after a change of conditions, twice as
-rarely after each probe that did not change the choice, down to one call in ``PROBE_MAX``.
-A probe that wins is tried for ``TRIAL_CALLS`` calls: a team that switches back within
-them counts it as a lucky call (threads are fast when the other thread happens to find a
-free core) and keeps probing rarely. When the
-machine gets busy the threaded calls slow down and the team moves to one thread within a
-few calls; when it gets quiet a probe finds threads fast again. Probes cost at most one
-call in ``PROBE_MAX`` once the choice is stable.
+scheduler time slice (about 4 ms here), and a 2-thread loop loses to one thread. No load
+figure sees this in time (the load average lags by a minute). So each team times its calls
+(seconds per element) and runs the mode that pays:
+
+- **on one thread**, a probe runs ``PROBE_THREAD_CALLS`` calls on threads and times only
+  the last: the first wakes OpenMP's threads, which sleep after a while without work, and
+  a probe that paid that wake-up (10-15 µs here) lost for a 20 µs gemv on a quiet machine.
+  The team moves to threads only when such a probe beats its one-thread average;
+- **on threads**, the team keeps account of what the stay has gained: each threaded call
+  adds its time beyond the one-thread estimate (negative while threads pay), gains counted
+  up to ``CREDIT`` seconds. The team leaves threads when the account shows a loss of
+  ``LEAVE_MARGIN`` (half a stall). One stall at the start of a stay, or threads slower
+  than one thread for a few calls, does that; an occasional slow call among many fast ones
+  does not. A probe of one thread every ``probe_every`` calls (``PROBE_MIN``, twice as
+  rarely after each, down to one call in ``PROBE_MAX``) keeps the one-thread estimate
+  current;
+- **each stay on threads is judged as a whole when it ends**: ``excess`` sums what all its
+  threaded calls (the probe's included) took beyond one thread. After a stay that paid (a
+  quiet machine, with a stall now and then) the next probe of threads comes soon,
+  ``BACKOFF_MIN`` seconds later; each stay that cost time doubles that wait, up to
+  ``BACKOFF_MAX`` (and a wait in calls, from ``PROBE_MIN`` up to ``BACKOFF_CALLS_MAX``,
+  so that a long kernel does not spend a large share of its calls on probes). The wait
+  counts this kernel's own seconds: a stall costs
+  about one time slice whatever the call's size, so a busy machine pays at most a few
+  milliseconds per ``BACKOFF_MAX`` of the kernel's time (under 2%), and a machine that
+  turns quiet is found again within ``BACKOFF_MAX`` of it.
+
+This is what the rare stall needs. On a busy 2-core machine a 20 µs threaded gemv is
+usually faster than one thread, but about one call in 30 waits 4 ms for its second thread:
+on average threads cost several times one thread. Teams that judged each probe alone (and
+left threads at the first slow call) took the fast probes as wins and went back to threads
+every few dozen calls: the logistic-regression step averaged 175 µs against 88 µs for its
+median call. On a quiet machine the same rule left threads at every slow call a virtual
+machine's neighbours cause, and ran the gemv on one thread for a third of its calls.
 
 **The first choice rests on two calls of each mode.** A team's first ``WARM_CALLS`` calls
 alternate threads and one thread and keep the faster call of each mode. Its very first
@@ -66,18 +88,29 @@ import os
 
 
 cdef enum:
-    # A probe of the mode not in use every PROBE_MIN calls after a switch, doubling up to
-    # PROBE_MAX while probes confirm the choice.
+    # On threads: a probe of one thread PROBE_MIN calls into a stay, then twice as rarely
+    # after each, down to one call in PROBE_MAX.
     PROBE_MIN = 8
     PROBE_MAX = 1024
-    # A probe's win is tried for this many calls: switching back within them counts as a
-    # failed probe (a lucky call on a busy machine), after them as a change of conditions.
-    TRIAL_CALLS = 4
+    # On one thread: a probe of threads runs this many calls and times the last, at least
+    # PROBE_MIN calls after leaving threads, twice as many after each stay that cost time,
+    # up to BACKOFF_CALLS_MAX (and BACKOFF_MIN to BACKOFF_MAX seconds: whichever is later).
+    PROBE_THREAD_CALLS = 2
+    BACKOFF_CALLS_MAX = 128
     # The first calls time each mode twice (threads, one, threads, one): the faster counts.
     WARM_CALLS = 4
 
 # Weight of the newest call in the moving average of the mode in use.
 cdef double ALPHA = 0.25
+# Seconds of the kernel's own time between the end of a stay on threads and the next probe
+# of threads: BACKOFF_MIN after a stay that paid, doubling up to BACKOFF_MAX after each one
+# that did not (see the module's docstring).
+cdef double BACKOFF_MIN = 4e-3
+cdef double BACKOFF_MAX = 0.5
+# A stay on threads ends when its calls have cost LEAVE_MARGIN seconds more than one thread
+# would have (half a stall), counting at most CREDIT seconds of earlier gains.
+cdef double LEAVE_MARGIN = 2e-3
+cdef double CREDIT = 8e-3
 
 cdef bint _forked = False  # in a child forked from this process: one thread, always
 cdef Py_ssize_t _threaded_calls = 0, _switches = 0, _probes = 0
@@ -151,14 +184,16 @@ cdef void team_init(Team* team, int nthreads, Py_ssize_t threshold, bint adaptiv
     team.t_one = 0.0
     team.t_many = 0.0
     team.calls = 0
+    team.many = True
     team.probe_every = PROBE_MIN
-    team.next_probe = WARM_CALLS + PROBE_MIN  # PROBE_MIN calls after the first choice
-    team.probing = False
-    team.trial = 0
-
-
-cdef inline bint _many_in_favour(Team* team) noexcept nogil:
-    return team.t_many < team.t_one
+    team.next_probe = 0
+    team.probing = 0
+    team.seconds = 0.0
+    team.backoff = BACKOFF_MIN
+    team.backoff_calls = PROBE_MIN
+    team.next_threads_probe = 0.0
+    team.excess = 0.0
+    team.running = 0.0
 
 
 cdef int team_size(Team* team, Py_ssize_t size) noexcept nogil:
@@ -168,18 +203,42 @@ cdef int team_size(Team* team, Py_ssize_t size) noexcept nogil:
         return 1
     if not team.adaptive:
         return team.nthreads
-    team.probing = False
     if team.t_many == 0.0:  # not timed yet: threads first, then one thread
         return team.nthreads
     if team.t_one == 0.0:
         return 1
     if team.calls < WARM_CALLS:  # each mode's second sample (see team_timed)
         return team.nthreads if team.calls % 2 == 0 else 1
-    cdef bint many = _many_in_favour(team)
-    if team.calls >= team.next_probe:
-        team.probing = True
-        many = not many
-    return team.nthreads if many else 1
+    if team.probing > 0:  # the rest of a probe of threads
+        return 1 if team.many else team.nthreads
+    if team.calls < team.next_probe:
+        return team.nthreads if team.many else 1
+    if team.many:
+        team.probing = 1
+        return 1
+    if team.seconds < team.next_threads_probe:
+        return 1
+    team.probing = PROBE_THREAD_CALLS
+    team.excess = 0.0
+    team.running = 0.0
+    return team.nthreads
+
+
+cdef inline void _leave_threads(Team* team) noexcept nogil:
+    """Move to one thread, and time the next probe of threads by how the stay went."""
+    global _switches
+    if team.many:
+        _switches += 1
+    team.many = False
+    if team.excess > 0.0:
+        team.backoff = min(2.0 * team.backoff, BACKOFF_MAX)
+        team.backoff_calls = min(2 * team.backoff_calls, <Py_ssize_t>BACKOFF_CALLS_MAX)
+    else:
+        team.backoff = BACKOFF_MIN
+        team.backoff_calls = PROBE_MIN
+    team.excess = 0.0
+    team.next_threads_probe = team.seconds + team.backoff
+    team.next_probe = team.calls + team.backoff_calls
 
 
 cdef void team_timed(Team* team, int threads, double seconds, Py_ssize_t size) noexcept nogil:
@@ -190,49 +249,49 @@ cdef void team_timed(Team* team, int threads, double seconds, Py_ssize_t size) n
         _threaded_calls += 1
     if not team.adaptive or size <= 0 or team.nthreads <= 1:
         return
-    cdef double per = seconds / size
-    if team.calls < WARM_CALLS:  # the faster of a mode's first calls (the first is cold)
+    cdef double per = seconds / size, beyond
+    team.seconds += seconds
+    team.calls += 1
+    if team.calls <= WARM_CALLS:  # the faster of a mode's first calls (the first is cold)
         if threads > 1:
             team.t_many = per if team.t_many == 0.0 else min(team.t_many, per)
         else:
             team.t_one = per if team.t_one == 0.0 else min(team.t_one, per)
-        team.calls += 1
-        team.probing = False
+        if team.calls == WARM_CALLS:  # the first choice
+            team.many = team.t_many < team.t_one
+            team.next_probe = team.calls + PROBE_MIN
+            team.next_threads_probe = team.seconds + team.backoff
         return
-    cdef bint before = _many_in_favour(team)
-    cdef bint known = team.t_one > 0.0 and team.t_many > 0.0
-    team.calls += 1
-    if team.probing:  # the other mode's latest time replaces its old estimate
+    if threads > 1:
+        beyond = seconds - team.t_one * size
+        team.excess += beyond
+        team.running = max(team.running + beyond, -CREDIT)
+    if team.probing > 0:
+        team.probing -= 1
+        if team.probing > 0:  # the probe's first call woke the threads: not timed
+            return
         _probes += 1
         if threads > 1:
             team.t_many = per
-        else:
+            if team.t_many < team.t_one:  # threads won: a stay on them begins
+                _switches += 1
+                team.many = True
+                team.running = 0.0
+                team.probe_every = PROBE_MIN
+                team.next_probe = team.calls + PROBE_MIN
+            else:
+                _leave_threads(team)
+        else:  # one thread's time refreshed: the stay's accounts follow it
             team.t_one = per
-    elif threads > 1:
-        team.t_many = per if team.t_many == 0.0 else team.t_many + ALPHA * (per - team.t_many)
-    else:
-        team.t_one = per if team.t_one == 0.0 else team.t_one + ALPHA * (per - team.t_one)
-    if known and _many_in_favour(team) != before:
-        _switches += 1
-        if team.probing:  # the probed mode won: try it for TRIAL_CALLS calls
-            team.trial = TRIAL_CALLS
-            team.next_probe = team.calls + team.probe_every
-        elif team.trial > 0:  # back within the trial: the probe's win was luck
-            team.trial = 0
             team.probe_every = min(2 * team.probe_every, <Py_ssize_t>PROBE_MAX)
             team.next_probe = team.calls + team.probe_every
-        else:  # conditions changed: look at the other mode again soon
-            team.probe_every = PROBE_MIN
-            team.next_probe = team.calls + PROBE_MIN
-    elif team.probing:  # the probed mode lost again: probe half as often
-        team.probe_every = min(2 * team.probe_every, <Py_ssize_t>PROBE_MAX)
-        team.next_probe = team.calls + team.probe_every
-    elif team.trial > 0:
-        team.trial -= 1
-        if team.trial == 0:  # the probe's win held: conditions changed
-            team.probe_every = PROBE_MIN
-            team.next_probe = team.calls + PROBE_MIN
-    team.probing = False
+        return
+    if threads > 1:
+        team.t_many += ALPHA * (per - team.t_many)
+        if team.running > LEAVE_MARGIN:
+            _leave_threads(team)
+    else:
+        team.t_one += ALPHA * (per - team.t_one)
 
 
 cdef class TeamModel:
@@ -258,8 +317,14 @@ cdef class TeamModel:
 
     @property
     def probe_every(self) -> int:
-        """Calls between probes of the mode not in favour now."""
+        """Calls between probes of one thread while on threads."""
         return self.team.probe_every
+
+    @property
+    def backoff(self) -> float:
+        """Seconds of the kernel's time between a stay on threads and the next probe of
+        threads."""
+        return self.team.backoff
 
 
 def timed_stats() -> dict:
