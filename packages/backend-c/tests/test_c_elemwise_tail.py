@@ -1,9 +1,10 @@
 """The padded tail of the generated ``contig`` loop.
 
 An element function that calls a libmvec math function (tanh, exp, sin, ...) runs the last
-elements of a contiguous loop, fewer than a vector's worth, through a padded copy, so that
-they too take the vector variant: a result no longer depends on the element's position or
-on the array's length, and short arrays (W4's 10-element chain) stop paying scalar calls.
+elements of a contiguous loop (fewer than a cache line of the widest operand) through a
+padded copy, so that they too take the vector variant: a result no longer depends on the
+element's position or on the array's length, and short arrays (W4's 10-element chain) stop
+paying scalar calls.
 """
 
 from __future__ import annotations
@@ -75,3 +76,28 @@ def test_an_in_place_tail_reads_before_it_writes() -> None:
         np.testing.assert_allclose(
             f(values), np.tanh(np.sin(values) * 3 + 1) - values, rtol=1e-13, atol=1e-15
         )
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_softplus_is_branch_free_and_vectorised(dtype: str) -> None:
+    """``softplus`` is one expression (``max(x, 0) + log1p(exp(-|x|))``), so its loop takes
+    libmvec's exp and log1p like any transcendental: the padded tail applies, a value does
+    not depend on its position, and the extremes are NumPy's ``logaddexp(0, x)``."""
+    softplus = T.nnet.softplus
+    assert "lanes of copies" in _contig_source(lambda x: softplus(x) * 2, dtype)
+    x = T.vector("x", dtype=dtype)
+    f = function([x], softplus(x), mode=C_RUN)
+    values = np.concatenate(
+        [
+            np.random.default_rng(1).uniform(-40.0, 40.0, 37),
+            [0.0, -0.0, 1e-30, -1e-30, 800.0, -800.0, np.inf, -np.inf, np.nan],
+        ]
+    ).astype(dtype)
+    full = f(values)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.logaddexp(np.zeros((), dtype), values)
+    tol = 1e-5 if dtype == "float32" else 1e-14
+    np.testing.assert_allclose(full, want, rtol=tol, atol=0)
+    assert full.dtype == dtype
+    for n in range(1, len(values) + 1):
+        assert np.array_equal(f(values[:n]), full[:n], equal_nan=True), n

@@ -217,7 +217,7 @@ cdef extern from *:
         enum { L = OPG_DW_BYTES / sizeof(T), STEP = OPG_DW_VECS * L };                   \\
         const Py_ssize_t ow = g->ow, kw = g->kw, rows = g->od * g->oh;                   \\
         const Py_ssize_t Wp = opg_dw_row_len(g), pw = g->pw;                             \\
-        const Py_ssize_t W = g->W < Wp - pw ? g->W : Wp - pw;                            \\
+        const Py_ssize_t W = g->W; /* Wp >= pw + W (opg_dw_row_len) */                   \\
         const T *sp[OPG_DW_TAPS];                                                        \\
         T wt[OPG_DW_TAPS];                                                               \\
         Py_ssize_t n, t, j;                                                              \\

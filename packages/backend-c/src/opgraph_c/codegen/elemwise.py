@@ -367,9 +367,9 @@ _LIBMVEC = re.compile(
 
 def vector_tail(c_code: str) -> bool:
     """Whether an element function calls a libmvec function: then its loops run their last
-    elements (fewer than a vector's worth) through a padded copy, so that every element
-    takes the vector variant (the scalar one costs several times as much per element, and
-    may round differently)."""
+    elements (fewer than a cache line of the widest operand) through a padded copy, so that
+    every element takes the vector variant (the scalar one costs several times as much per
+    element, and may round differently)."""
     return _LIBMVEC.search(c_code) is not None
 
 

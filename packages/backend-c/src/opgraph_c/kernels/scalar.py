@@ -103,11 +103,16 @@ def _sigmoid(dtype: str, x: str) -> str | None:
 
 
 def _softplus(dtype: str, x: str) -> str | None:
-    """``log(1 + exp(x))`` as ``np.logaddexp(0, x)`` computes it: no overflow for large x."""
+    """``log(1 + exp(x))`` as ``np.logaddexp(0, x)`` computes it: no overflow for large x.
+
+    ``max(x, 0) + log1p(exp(-|x|))`` is ``x + log1p(exp(-x))`` for positive x and
+    ``log1p(exp(x))`` otherwise, bit for bit, without a branch: gcc vectorises it with
+    libmvec's exp and log1p (a branch between two pairs of calls stayed scalar, 6.5 ns an
+    element)."""
     if dtype not in FLOAT_DTYPES:
         return None
-    f = "" if dtype == "float64" else "f"
-    return f"({x} > 0 ? {x} + log1p{f}(exp{f}(-{x})) : log1p{f}(exp{f}({x})))"
+    f, zero = ("", "0.0") if dtype == "float64" else ("f", "0.0f")
+    return f"(({x} > {zero} ? {x} : {zero}) + log1p{f}(exp{f}(-fabs{f}({x}))))"
 
 
 def _float_test(fn: str) -> ScalarCode:
