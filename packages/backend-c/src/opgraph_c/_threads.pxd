@@ -10,7 +10,7 @@ cdef struct Team:
     Py_ssize_t threshold  # one thread for fewer elements than this
     bint adaptive  # choose one thread or nthreads by the times of recent calls
     double t_one  # seconds per element on one thread (a moving average; 0: not timed)
-    double t_many  # the same on nthreads threads
+    double t_many  # the same on nthreads threads (the latest probe; 0: not timed)
     Py_ssize_t calls  # calls timed
     bint many  # threads are the mode in use
     Py_ssize_t probe_every  # on threads: calls between probes of one thread

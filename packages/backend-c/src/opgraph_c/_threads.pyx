@@ -38,10 +38,10 @@ figure sees this in time (the load average lags by a minute). So each team times
   ``BACKOFF_MIN`` seconds later; each stay that cost time doubles that wait, up to
   ``BACKOFF_MAX`` (and a wait in calls, from ``PROBE_MIN`` up to ``BACKOFF_CALLS_MAX``,
   so that a long kernel does not spend a large share of its calls on probes). The wait
-  counts this kernel's own seconds: a stall costs
-  about one time slice whatever the call's size, so a busy machine pays at most a few
-  milliseconds per ``BACKOFF_MAX`` of the kernel's time (under 2%), and a machine that
-  turns quiet is found again within ``BACKOFF_MAX`` of it.
+  counts this kernel's own seconds: a stall costs about one time slice whatever the call's
+  size, so a busy machine pays at most a few milliseconds per ``BACKOFF_MAX`` of the
+  kernel's time (under 2%), and a machine that turns quiet is found again within
+  ``BACKOFF_MAX`` of it.
 
 This is what the rare stall needs. On a busy 2-core machine a 20 µs threaded gemv is
 usually faster than one thread, but about one call in 30 waits 4 ms for its second thread:
@@ -100,7 +100,7 @@ cdef enum:
     # The first calls time each mode twice (threads, one, threads, one): the faster counts.
     WARM_CALLS = 4
 
-# Weight of the newest call in the moving average of the mode in use.
+# Weight of the newest call in the moving average of one thread's time.
 cdef double ALPHA = 0.25
 # Seconds of the kernel's own time between the end of a stay on threads and the next probe
 # of threads: BACKOFF_MIN after a stay that paid, doubling up to BACKOFF_MAX after each one
@@ -287,7 +287,6 @@ cdef void team_timed(Team* team, int threads, double seconds, Py_ssize_t size) n
             team.next_probe = team.calls + team.probe_every
         return
     if threads > 1:
-        team.t_many += ALPHA * (per - team.t_many)
         if team.running > LEAVE_MARGIN:
             _leave_threads(team)
     else:
