@@ -219,8 +219,7 @@ cdef int team_size(Team* team, Py_ssize_t size) noexcept nogil:
     if team.seconds < team.next_threads_probe:
         return 1
     team.probing = PROBE_THREAD_CALLS
-    team.excess = 0.0
-    team.running = 0.0
+    team.excess = 0.0  # the stay's account starts with the probe (running: with its win)
     return team.nthreads
 
 
@@ -236,7 +235,6 @@ cdef inline void _leave_threads(Team* team) noexcept nogil:
     else:
         team.backoff = BACKOFF_MIN
         team.backoff_calls = PROBE_MIN
-    team.excess = 0.0
     team.next_threads_probe = team.seconds + team.backoff
     team.next_probe = team.calls + team.backoff_calls
 
