@@ -42,7 +42,10 @@ def compiled_wheel(session: nox.Session, name: str) -> str:
     to any of its sources builds a new one.
     """
     src = ROOT / "packages" / name
-    python = session.run("python", "-c", "import sys; print(sys.version)", silent=True).strip()
+    # run_install: these also run under ``nox --install-only``, where session.run does nothing.
+    python = session.run_install(
+        "python", "-c", "import sys; print(sys.version)", silent=True
+    ).strip()
     digest = hashlib.sha256(python.encode())
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(src)
@@ -53,7 +56,7 @@ def compiled_wheel(session: nox.Session, name: str) -> str:
     if not wheels:
         session.log(f"building {name}'s wheel into {out.relative_to(ROOT)}")
         python_path = str(Path(session.bin) / "python")
-        session.run(
+        session.run_install(
             "uv",
             "build",
             "-q",
