@@ -40,13 +40,18 @@ CANONICALIZE_MODE = Mode(
 
 
 def scalar_ops_of(node: Apply) -> list[ScalarOp]:
-    """The scalar ops an Elemwise node computes (those inside a Composite included)."""
+    """The scalar ops an Elemwise node computes (those inside Composites, nested ones too)."""
     if not isinstance(node.op, Elemwise):
         return []
-    op = node.op.scalar_op
-    if isinstance(op, Composite):
-        return [n.op for n in op.nodes]
-    return [op]
+    found: list[ScalarOp] = []
+    todo = [node.op.scalar_op]
+    while todo:
+        op = todo.pop()
+        if isinstance(op, Composite):
+            todo.extend(reversed([n.op for n in op.nodes]))
+        else:
+            found.append(op)
+    return found
 
 
 class Uses:
@@ -63,6 +68,10 @@ class Uses:
     def count(self, *kinds: type) -> int:
         """The number of nodes of one of ``kinds``."""
         return sum(1 for node in self.nodes if self._is(node, kinds))
+
+    def scalar_count(self, *kinds: type) -> int:
+        """The number of scalar ops of one of ``kinds`` the Elemwise nodes compute."""
+        return sum(isinstance(s, kinds) for node in self.nodes for s in scalar_ops_of(node))
 
     @staticmethod
     def _is(node: Apply, kinds: tuple[type, ...]) -> bool:

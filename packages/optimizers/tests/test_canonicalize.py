@@ -19,6 +19,7 @@ import opgraph.scalar.basic as ps
 import opgraph.tensor as T
 from opgraph.compile.mode import Mode
 from opgraph.gradient import GradBlock, disconnected_grad, zero_grad
+from opgraph.graph.basic import Constant
 from opgraph.scalar.type import get_scalar_type
 from opgraph.tensor.basic import Rebroadcast
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
@@ -31,6 +32,24 @@ F32_BCAST = ("float32", ((True, False), (False, True), (False, False)))
 FAST_RUN_PY = Mode(linker="py", optimizer="fast_run")
 I32 = ("int32", ((False, False), (False, False), (False, False)))
 LAYOUTS = (F64, F32_BCAST)
+
+
+def _constants_of_output_dtype(uses: Any) -> bool:
+    """Every constant read by an Elemwise has that Elemwise's output dtype."""
+    pairs = [
+        (v.type.dtype, n.outputs[0].type.dtype)
+        for n in uses.nodes
+        if isinstance(n.op, Elemwise)
+        for v in n.inputs
+        if isinstance(v, Constant)
+    ]
+    return bool(pairs) and all(a == b for a, b in pairs)
+
+
+def _subtensors_of_inputs(uses: Any) -> bool:
+    """Every Subtensor indexes a graph input (the elementwise work moved after it)."""
+    subs = [n for n in uses.nodes if isinstance(n.op, Subtensor)]
+    return bool(subs) and all(n.inputs[0].owner is None for n in subs)
 
 
 class Case(NamedTuple):
@@ -218,6 +237,24 @@ CASES = [
         lambda uses: not uses(GradBlock),
     ),
     Case(
+        "local_upcast_elemwise_constant_inputs",
+        lambda x, y, z: T.maximum(x, 0) + T.minimum(y, np.arange(4, dtype="int8")),
+        _constants_of_output_dtype,
+        layouts=(F64,),
+    ),
+    Case(
+        "local_subtensor_lift",
+        lambda x, y, z: T.exp(x)[1:, 0],
+        _subtensors_of_inputs,
+        layouts=(F64,),
+    ),
+    Case(
+        "local_subtensor_lift",
+        lambda x, y, z: (x * y - 2.0)[::2],
+        _subtensors_of_inputs,
+        layouts=(F64,),
+    ),
+    Case(
         "local_subtensor_merge",
         lambda x, y, z: x[1:][::-1, 1:],
         lambda uses: uses.count(Subtensor) == 1,
@@ -325,3 +362,27 @@ def test_constant_last_shortcut_matches_the_general_canonizer(
     quick = compiled_graph()
     monkeypatch.setattr(Canonizer, "_constant_last", lambda self, node, out, fgraph: None)
     assert quick == compiled_graph()
+
+
+def test_subtensor_lift_leaves_a_result_used_elsewhere(rewrites_check: Any) -> None:
+    x = T.dmatrix("x")
+    e = T.exp(x)
+    f = rewrites_check.compile([x], [e[0], e.sum()])
+    subs = [n for n in f.maker.fgraph.toposort() if isinstance(n.op, Subtensor)]
+    assert subs and all(n.inputs[0].owner is not None for n in subs)  # exp stays whole
+    v = np.arange(6.0).reshape(2, 3) / 6
+    first, total = f(v)
+    np.testing.assert_allclose(first, np.exp(v)[0])
+    np.testing.assert_allclose(total, np.exp(v).sum())
+
+
+def test_mean_divisor_is_one_cast_of_the_length(rewrites_check: Any) -> None:
+    x = T.dvector("x")
+    f = opgraph.function([x], x.mean())
+    ops = [str(n.op) for n in f.maker.fgraph.toposort()]
+    assert ops == [
+        "Shape_i{0}",
+        "Sum{acc_dtype=float64}",
+        "Elemwise{Composite{(i0 / Cast{float64}(i1))}}[(0, 0)]",
+    ]
+    assert f(np.arange(5.0)) == 2.0

@@ -9,12 +9,13 @@ import opgraph as theano
 import opgraph.scalar.basic as ps
 import opgraph.tensor as T
 from opgraph.compile.mode import Mode
+from opgraph.graph.basic import Constant
 from opgraph.graph.fg import FunctionGraph
 from opgraph.scalar.basic import Composite
 from opgraph.scalar.type import get_scalar_type
 from opgraph.tensor.elemwise import Elemwise
 from opgraph.testing import assert_allclose
-from opgraph_optimizers.fusion import FusionRewriter, fusion_rewriter, scalar_constant_of
+from opgraph_optimizers.fusion import FusionRewriter, fusion_rewriter
 
 FAST_RUN = Mode("vm", "fast_run")
 REFERENCE = Mode("vm", None)  # no rewrites at all
@@ -80,7 +81,8 @@ def test_intermediate_with_clients_outside_is_not_duplicated(rng):
     assert len(exps) == 1 and not isinstance(exps[0].op.scalar_op, Composite)
     assert len(_composites(f)) == 2
     for node in _composites(f):
-        assert node.inputs == [exps[0].outputs[0]]
+        assert node.inputs[-1] is exps[0].outputs[0]
+        assert all(isinstance(v, Constant) for v in node.inputs[:-1])
 
 
 def test_intermediate_that_is_an_output_is_a_boundary(rng):
@@ -101,17 +103,34 @@ def test_broadcast_pattern_is_a_boundary(rng):
     assert {c.outputs[0].type.broadcastable for c in comps} == {(True, False), (False, False)}
 
 
-def test_constants_become_scalar_constants_inside(rng):
+def test_constants_stay_inputs_in_theanos_order(rng):
     x = T.matrix("x")
     f = _compile_and_compare([x], T.sin(x) * 2.5 + 1, [rng.normal(size=(3, 4))])
     (node,) = _topo(f)
-    assert node.op.scalar_op.nin == 1 and node.inputs[0].name == "x"
-    assert "2.5" in str(node.op)
+    assert str(node.op) == "Elemwise{Composite{(i0 + (i1 * sin(i2)))}}"
+    assert [str(v) for v in node.inputs] == [
+        "TensorConstant{(1, 1) of 1.0}",
+        "TensorConstant{(1, 1) of 2.5}",
+        "x",
+    ]
+
+
+def test_composites_differing_in_constants_are_one_op(rng):
+    x = T.vector("x")
+    a, b = (_topo(theano.function([x], x * c + 1, mode=FAST_RUN))[0].op for c in (2.0, 3.0))
+    assert a == b and hash(a) == hash(b)
+
+
+def test_broadcast_constant_becomes_one_constant_input():
+    x = T.vector("x")
     c = T.constant(np.full((1, 1), 3, dtype="int8"))
-    s = scalar_constant_of(c.dimshuffle(0, 1))
-    assert s is not None and s.type.dtype == "int8" and s.data == 3
-    assert scalar_constant_of(T.constant(np.arange(3.0))) is None
-    assert scalar_constant_of(x) is None
+    fg = FunctionGraph([x], [T.exp(x) * c.dimshuffle(1)])
+    fusion_rewriter.rewrite(fg)
+    node = fg.outputs[0].owner
+    assert str(node.op) == "Elemwise{Composite{(exp(i0) * i1)}}"
+    const = node.inputs[1]
+    assert isinstance(const, Constant) and const.type.broadcastable == (True,)
+    assert const.data.tolist() == [3] and const.type.dtype == "int8"
 
 
 def test_printed_name_is_theanos():
@@ -122,15 +141,27 @@ def test_printed_name_is_theanos():
     assert str(node.op) == "Elemwise{Composite{((i0 * i1) + i2)}}"
 
 
-def test_nested_composites_are_inlined(rng):
+def test_composites_below_the_root_stay_nested_as_in_theano(rng):
     x, y = T.vectors("x", "y")
     inner_x, inner_y = get_scalar_type("float64")("a"), get_scalar_type("float64")("b")
     comp = Composite([inner_x, inner_y], [ps.exp(inner_x) + inner_y])
     fg = FunctionGraph([x, y], [T.sin(Elemwise(comp)(x, y)) * y])
     fusion_rewriter.rewrite(fg)
     (node,) = fg.apply_nodes
-    assert str(node.op).count("Composite{") == 1
-    assert str(node.op) == "Elemwise{Composite{(sin((exp(i0) + i1)) * i1)}}"
+    assert str(node.op) == "Elemwise{Composite{(sin(Composite{(exp(i0) + i1)}(i0, i1)) * i1)}}"
+    f = theano.function([x, y], T.sin(Elemwise(comp)(x, y)) * y, mode=FAST_RUN)
+    xv, yv = rng.normal(size=5), rng.normal(size=5)
+    assert_allclose(f(xv, yv), np.sin(np.exp(xv) + yv) * yv)
+
+
+def test_a_composite_at_the_root_is_inlined():
+    x, y = T.vectors("x", "y")
+    inner_x, inner_y = get_scalar_type("float64")("a"), get_scalar_type("float64")("b")
+    comp = Composite([inner_x, inner_y], [ps.exp(inner_x) + inner_y])
+    fg = FunctionGraph([x, y], [Elemwise(comp)(T.sin(x), y)])
+    fusion_rewriter.rewrite(fg)
+    (node,) = fg.apply_nodes
+    assert str(node.op) == "Elemwise{Composite{(exp(sin(i0)) + i1)}}"
 
 
 def test_integer_and_bool_dtypes(rng):

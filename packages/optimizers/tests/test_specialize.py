@@ -10,9 +10,10 @@ import pytest
 
 import opgraph
 import opgraph.scalar.basic as ps
+import opgraph.scalar.extra as px
 import opgraph.tensor as T
 from opgraph.compile.mode import Mode
-from opgraph.tensor.elemwise import CAReduce, Sum
+from opgraph.tensor.elemwise import CAReduce, Prod, Sum
 from opgraph.tensor.reduction import Argmax, MaxAndArgmax
 
 F64 = ("float64", ((False, False),))
@@ -49,13 +50,13 @@ CASES = [
         layouts=(F64, F32_ROW, I32, U8),
     ),
     Case("local_pow_specialize", lambda x: x**0.5, lambda uses: uses(ps.Sqrt) and _no_pow(uses)),
-    Case("local_pow_specialize", lambda x: x**-1, lambda uses: uses(ps.TrueDiv) and _no_pow(uses)),
+    Case("local_pow_specialize", lambda x: x**-1, lambda uses: uses(px.Inv) and _no_pow(uses)),
     Case("local_pow_specialize", lambda x: x**-0.5, lambda uses: uses(ps.Sqrt) and _no_pow(uses)),
     Case("local_pow_specialize", lambda x: x**-2, lambda uses: uses(ps.Sqr) and _no_pow(uses)),
     Case(
         "local_pow_specialize_device",
         lambda x: x**10,
-        lambda uses: uses.count(ps.Sqr) == 3 and _no_pow(uses),
+        lambda uses: uses.scalar_count(ps.Sqr) == 3 and _no_pow(uses),
         layouts=(F64, F32_ROW, I32),
     ),
     Case(
@@ -90,6 +91,17 @@ CASES = [
         lambda x: T.sum(T.sum(x, axis=0)),
         lambda uses: uses.count(Sum) == 1,
         layouts=(F64, F32_ROW, I32),
+    ),
+    Case(
+        "local_sum_prod_all_to_none",
+        lambda x: T.sum(x, axis=[0, 1]),
+        lambda uses: [n.op.axis for n in uses.nodes if isinstance(n.op, Sum)] == [None],
+        layouts=(F64, I32),
+    ),
+    Case(
+        "local_sum_prod_all_to_none",
+        lambda x: T.prod(x, axis=[1, 0]),
+        lambda uses: [n.op.axis for n in uses.nodes if isinstance(n.op, Prod)] == [None],
     ),
     Case("local_sum_mul_by_scalar", lambda x: T.sum(x * 3, axis=1), _sum_of_input),
     Case(
@@ -147,7 +159,7 @@ def test_pow_expansion_is_repeated_squaring(rewrites_check: Any) -> None:
     x = T.dvector("x")
     f = rewrites_check.compile([x], x**13)
     uses = rewrites_check.uses(f)
-    assert uses.count(ps.Sqr) == 3 and uses.count(ps.Mul) == 1 and not uses(ps.Pow)
+    assert uses.scalar_count(ps.Sqr) == 3 and uses.scalar_count(ps.Mul) == 2 and not uses(ps.Pow)
     np.testing.assert_allclose(f(np.array([1.5, -2.0])), np.array([1.5, -2.0]) ** 13)
 
 

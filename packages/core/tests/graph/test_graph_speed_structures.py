@@ -27,7 +27,7 @@ import opgraph.tensor as T
 from opgraph.compile.function_module import _full_collections_deferred
 from opgraph.graph.basic import Apply, Variable
 from opgraph.graph.fg import FunctionGraph, _remove_client
-from opgraph.graph.traversal import general_toposort, io_toposort
+from opgraph.graph.traversal import io_toposort
 from opgraph.graph.utils import MetaObject
 from opgraph.rewriting import TrackerIndex, in2out, node_rewriter
 from opgraph.rewriting.provenance import RewriteStats
@@ -38,19 +38,61 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 
 
 def reference_io_toposort(inputs, outputs, orderings=None) -> list[Apply]:
-    """The definition: general_toposort over variables and nodes, keeping the nodes."""
+    """The definition: Theano 1.0's ``io_toposort``, transcribed.
+
+    Without orderings, a stack of nodes: a node not ready goes back with its inputs' owners
+    pushed in order, so its last input is computed first. With orderings, Theano's
+    ``general_toposort`` over variables and nodes: a depth-first discovery from the last
+    output (each object's dependencies pushed in order) lists the clients of each object;
+    then Kahn's algorithm from the objects without dependencies, in discovery order.
+    """
     in_ids = {id(v) for v in inputs}
-    orderings = orderings or {}
+    if not orderings:
+        computed = set(in_ids)
+        todo = [o.owner for o in reversed(outputs) if o.owner and id(o) not in in_ids]
+        order: list[Apply] = []
+        while todo:
+            cur = todo.pop()
+            if id(cur.outputs[0]) in computed:
+                continue
+            if all(id(i) in computed or i.owner is None for i in cur.inputs):
+                computed.update(id(o) for o in cur.outputs)
+                order.append(cur)
+            else:
+                todo.append(cur)
+                todo.extend(i.owner for i in cur.inputs if i.owner and id(i) not in in_ids)
+        return order
 
-    def deps(obj: Any) -> Any:
+    def deps(obj: Any) -> list:
         if isinstance(obj, Variable):
-            if id(obj) in in_ids or obj.owner is None:
-                return None
-            return [obj.owner]
-        extra = orderings.get(obj)
-        return list(obj.inputs) + list(extra) if extra else obj.inputs
+            return [] if id(obj) in in_ids or obj.owner is None else [obj.owner]
+        return list(obj.inputs) + list(orderings.get(obj, []))
 
-    return [n for n in general_toposort(list(outputs), deps) if isinstance(n, Apply)]
+    seen: dict[int, list] = {}
+    clients: dict[int, list] = {}
+    reachable: list = []
+    start = list(outputs)
+    while start:
+        obj = start.pop()
+        if id(obj) not in seen:
+            reachable.append(obj)
+            seen[id(obj)] = deps(obj)
+            for r in seen[id(obj)]:
+                clients.setdefault(id(r), []).append(obj)
+            start.extend(seen[id(obj)])
+    sources = [r for r in reachable if not seen[id(r)]]
+    done: set[int] = set()
+    result: list = []
+    while sources:
+        obj = sources.pop(0)
+        if id(obj) not in done:
+            result.append(obj)
+            done.add(id(obj))
+            for client in clients.get(id(obj), []):
+                seen[id(client)] = [a for a in seen[id(client)] if a is not obj]
+                if not seen[id(client)]:
+                    sources.append(client)
+    return [n for n in result if isinstance(n, Apply)]
 
 
 @st.composite

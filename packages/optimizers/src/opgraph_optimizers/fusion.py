@@ -17,8 +17,14 @@ How groups are chosen (:class:`FusionRewriter`):
   distinct inputs and ``max_nodes`` nodes (a longer chain becomes several fused nodes);
 - only plain ``Elemwise`` nodes with one output that work out of place are fused (fusion
   runs before the in-place stage; subclasses of Elemwise keep their own semantics);
-- a tensor constant holding one value (``TensorConstant{10}``, possibly broadcast by a
-  ``DimShuffle``) becomes a scalar constant inside the Composite instead of an input.
+- constants stay inputs of the fused node, as in Theano (``x * 2 + 1`` prints as
+  ``Elemwise{Composite{(i0 + (i1 * i2))}}`` over ``TensorConstant{(1,) of 1.0}``,
+  ``TensorConstant{(1,) of 2.0}`` and ``x``); a one-value constant broadcast by a DimShuffle
+  becomes one constant of the broadcast shape. Composites that differ only in their
+  constants are then one Op, and a backend compiles one kernel for them (backend-c reads an
+  input broadcast in every dimension once per call, before its loop);
+- the inputs are ordered as Theano's fusion ordered them: the group read from its root, left
+  to right (:func:`_inputs_in_theano_order`).
 
 Each node is visited a bounded number of times and no walk recurses, so the pass is
 ``O(N log N)`` on any graph (an N-op chain included).
@@ -37,6 +43,7 @@ from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.features import InconsistencyError
 from opgraph.rewriting import GraphRewriter, apply_replacements
 from opgraph.scalar.type import get_scalar_type
+from opgraph.tensor.basic import constant
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
 from opgraph_optimizers.registry import rewrites
 
@@ -45,7 +52,6 @@ __all__ = [
     "DEFAULT_MAX_NODES",
     "FusionRewriter",
     "fusion_rewriter",
-    "scalar_constant_of",
 ]
 
 #: The default bound on the number of inputs of a fused node.
@@ -72,27 +78,27 @@ def _constant_source(var: Variable) -> Constant | None:
     return None
 
 
-def scalar_constant_of(var: Variable) -> Constant | None:
-    """The scalar constant equal to ``var`` if it is a one-element tensor constant.
-
-    Looks through the DimShuffles that broadcast a constant (``InplaceDimShuffle{x}``);
-    returns None for anything else.
-    """
+def _as_input(var: Variable) -> Variable:
+    """``var`` as an input of a fused node: a DimShuffle broadcasting a one-value constant
+    becomes that constant in ``var``'s shape (Theano had folded it), anything else itself."""
     source = _constant_source(var)
-    if source is None:
-        return None
-    value = np.asarray(source.data).reshape(())[()]
-    return ps.constant(value, dtype=var.type.dtype)  # type: ignore[attr-defined]
+    if source is None or isinstance(var, Constant):
+        return var
+    shape = (1,) * var.type.ndim  # type: ignore[attr-defined]
+    value = np.asarray(source.data, dtype=var.type.dtype).reshape(shape)  # type: ignore[attr-defined]
+    return constant(value, dtype=var.type.dtype)  # type: ignore[attr-defined]
 
 
-def _apply_scalar(node: Apply, args: Sequence[Variable]) -> Variable:
+def _apply_scalar(node: Apply, args: Sequence[Variable], root: bool) -> Variable:
     """The scalar counterpart of Elemwise ``node`` applied to ``args``.
 
-    An inner Composite is inlined rather than nested. The output's scalar type is the
-    dtype of the node's own output, which Elemwise derived from the same scalar op.
+    A Composite at the group's root is inlined; one below it stays nested, as in Theano
+    (whose Composite flattened only its output's): ``a + a**10`` prints as
+    ``Composite{(i0 + Composite{(sqr(sqr(sqr(i0))) * sqr(i0))}(i0))}``. The output's scalar
+    type is the dtype of the node's own output, which Elemwise derived from the same op.
     """
     op = node.op.scalar_op
-    if isinstance(op, ps.Composite):
+    if root and isinstance(op, ps.Composite):
         values: dict[Variable, Variable] = dict(zip(op.inputs, args, strict=True))
         for inner in op.nodes:
             outs = inner.op.make_node(*[values.get(v, v) for v in inner.inputs]).outputs
@@ -110,16 +116,13 @@ class _Group:
         self.root = root
         self.members: set[Apply] = {root}
         self.broadcastable = root.outputs[0].type.broadcastable  # type: ignore[attr-defined]
-        self.external: dict[Variable, None] = {}
-        for v in root.inputs:
-            if _constant_source(v) is None:
-                self.external[v] = None
+        self.external: dict[Variable, None] = dict.fromkeys(root.inputs)
 
     def new_inputs(self, node: Apply) -> list[Variable]:
         """The inputs ``node`` would add to the group's external inputs."""
         new = []
         for v in node.inputs:
-            if v not in self.external and v not in new and _constant_source(v) is None:
+            if v not in self.external and v not in new:
                 new.append(v)
         return new
 
@@ -147,7 +150,7 @@ class FusionRewriter(GraphRewriter):
     Parameters
     ----------
     max_inputs
-        The most distinct inputs a fused node may have (scalar constants do not count).
+        The most distinct inputs a fused node may have (constants included).
     max_nodes
         The most Elemwise nodes fused into one.
     name
@@ -217,25 +220,16 @@ class FusionRewriter(GraphRewriter):
         """Replace the group's output by one fused node; False if that is not possible."""
         root = nodes[-1]
         scalar_of: dict[Variable, Variable] = {}
-        tensor_inputs: list[Variable] = []
-        scalar_inputs: list[Variable] = []
+        inputs = _inputs_in_theano_order(root, set(nodes))
+        scalar_inputs = [get_scalar_type(v.type.dtype)() for v in inputs]  # type: ignore[attr-defined]
+        scalar_of.update(zip(inputs, scalar_inputs, strict=True))
         for node in nodes:
-            args = []
-            for v in node.inputs:
-                s = scalar_of.get(v)
-                if s is None:
-                    s = scalar_constant_of(v)
-                    if s is None:
-                        s = get_scalar_type(v.type.dtype)()  # type: ignore[attr-defined]
-                        tensor_inputs.append(v)
-                        scalar_inputs.append(s)
-                    scalar_of[v] = s
-                args.append(s)
-            scalar_of[node.outputs[0]] = _apply_scalar(node, args)
+            args = [scalar_of[v] for v in node.inputs]
+            scalar_of[node.outputs[0]] = _apply_scalar(node, args, node is root)
         old = root.outputs[0]
         # The scalar graph was built for this Composite alone: it needs no copy.
         composite = ps.Composite(scalar_inputs, [scalar_of[old]], clone_graph=False)
-        new = Elemwise(composite)(*tensor_inputs)
+        new = Elemwise(composite)(*[_as_input(v) for v in inputs])
         if new.type != old.type:
             return False
         try:
@@ -245,6 +239,25 @@ class FusionRewriter(GraphRewriter):
             return False
         _merge_traces(nodes, new)
         return True
+
+
+def _inputs_in_theano_order(root: Apply, members: set[Apply]) -> list[Variable]:
+    """The fused node's inputs, in the order Theano's fusion gave them: the group read from
+    its root, left to right, each member replaced by its own inputs, each input kept where it
+    first appears (``b - 0.1 * s`` takes ``(b, 0.1, s)``)."""
+    order: dict[Variable, None] = {}
+    expanded: set[Apply] = set()
+    stack = [root.outputs[0]]
+    while stack:
+        v = stack.pop()
+        owner = v.owner
+        if owner in members:
+            if owner not in expanded:
+                expanded.add(owner)
+                stack.extend(reversed(owner.inputs))
+        elif v not in order:
+            order[v] = None
+    return list(order)
 
 
 def _merge_traces(nodes: list[Apply], new: Variable) -> None:

@@ -143,15 +143,10 @@ typed_list_inplace_opt = register_inplace(
 def inplace_elemwise_op(op: Elemwise, pattern: dict[int, int]) -> Elemwise:
     """``op`` with in-place pattern ``pattern`` (``{output: input}``).
 
-    A library op named ``Elemwise{add,no_inplace}`` made in place as ``{0: 0}`` is named
-    ``Elemwise{add,inplace}`` like its twin in ``opgraph.tensor.math``; other patterns print
-    as Theano's ``Elemwise{add}[(0, 1)]``.
+    Printed as Theano's in-place pass left its nodes, by the scalar op's class:
+    ``Elemwise{Exp}[(0, 0)]``, ``Elemwise{Add}[(0, 1)]``, ``Elemwise{Composite{...}}[(0, 0)]``.
     """
-    name = None
-    suffix = ",no_inplace}"
-    if pattern == {0: 0} and op.name is not None and op.name.endswith(suffix):
-        name = op.name[: -len(suffix)] + ",inplace}"
-    return Elemwise(op.scalar_op, pattern, name=name)
+    return Elemwise(op.scalar_op, pattern)
 
 
 class InplaceElemwiseRewriter(GraphRewriter):

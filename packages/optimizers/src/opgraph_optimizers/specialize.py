@@ -18,8 +18,8 @@ import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.graph.basic import Apply, Variable
 from opgraph.rewriting import node_rewriter, pattern_rewriter
-from opgraph.scalar.type import discrete_dtypes, uint_dtypes
-from opgraph.tensor.elemwise import CAReduce, Sum
+from opgraph.scalar.type import discrete_dtypes, get_scalar_type, uint_dtypes
+from opgraph.tensor.elemwise import CAReduce, Elemwise, Prod, Sum
 from opgraph.tensor.reduction import Argmax, MaxAndArgmax
 from opgraph_optimizers.canonicalize.utils import (
     as_replacement,
@@ -46,6 +46,7 @@ __all__ = [
     "local_pow_specialize_device",
     "local_sum_mul_by_scalar",
     "local_sum_neg",
+    "local_sum_prod_all_to_none",
     "local_sum_sum",
 ]
 
@@ -66,7 +67,11 @@ def _exponent(node: Apply) -> tuple[Variable, Any] | None:
 
 
 def _reciprocal(x: Variable, dtype: str) -> Variable:
-    return tm.true_div(broadcast_constant(1, dtype, x.type.ndim), x)
+    """``inv(x)`` as Theano wrote it, or ``1 / x`` where inv would change the dtype."""
+    new = tm.inv(x)
+    if new.type.dtype != dtype:
+        new = tm.true_div(broadcast_constant(1, dtype, x.type.ndim), x)
+    return new
 
 
 @rewrites.specialize
@@ -100,7 +105,13 @@ def local_pow_specialize(fgraph: Any, node: Apply) -> list[Variable] | None:
 @rewrites.specialize
 @node_rewriter([tm.pow])
 def local_pow_specialize_device(fgraph: Any, node: Apply) -> list[Variable] | None:
-    """``x**n -> `` squarings and products of ``x`` for an integer ``3 <= |n| <= 512``."""
+    """``x**n -> `` squarings and products of ``x`` for an integer ``3 <= |n| <= 512``.
+
+    As Theano built it: one ``Elemwise{Composite{(sqr(sqr(sqr(i0))) * sqr(i0))}}`` (fewer
+    nodes to compile; fusion keeps it nested in a larger Composite, as Theano printed
+    ``Composite{(i0 + Composite{...}(i0))}`` for ``a + a**10``), and ``inv`` of it for a
+    negative ``n``.
+    """
     found = _exponent(node)
     if found is None:
         return None
@@ -113,11 +124,15 @@ def local_pow_specialize_device(fgraph: Any, node: Apply) -> list[Variable] | No
         return None  # NumPy refuses negative integer powers of integers
     if x.type.dtype != out.type.dtype:
         x = tm.cast(x, out.type.dtype)
-    powers = [x]  # powers[k] = x ** (2 ** k)
+    xs = get_scalar_type(x.type.dtype)()
+    powers = [xs]  # powers[k] = x ** (2 ** k)
     for _ in range(n.bit_length() - 1):
-        powers.append(tm.sqr(powers[-1]))
-    factors = [powers[k] for k in range(n.bit_length() - 1, -1, -1) if n >> k & 1]
-    new = factors[0] if len(factors) == 1 else tm.mul(*factors)
+        powers.append(ps.sqr(powers[-1]))
+    product = None
+    for k in range(n.bit_length() - 1, -1, -1):
+        if n >> k & 1:
+            product = powers[k] if product is None else ps.mul(product, powers[k])
+    new = Elemwise(ps.Composite([xs], [product]))(x)
     if c < 0:
         new = _reciprocal(new, out.type.dtype)
     return as_replacement(new, out, models=node.inputs)
@@ -219,6 +234,22 @@ def local_exp_log(fgraph: Any, node: Apply) -> list[Variable] | None:
 
 def _sum_axes(op: CAReduce, ndim: int) -> tuple[int, ...]:
     return tuple(range(ndim)) if op.axis is None else tuple(op.axis)
+
+
+@rewrites.canonicalize
+@node_rewriter([Sum, Prod])
+def local_sum_prod_all_to_none(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``Sum{axis=[0, ..., n-1]}(x) -> Sum(x)`` (and Prod): every axis named is axis None,
+    which merges with the same reduction written without axes, and prints as Theano's
+    ``Sum{acc_dtype=float64}``."""
+    op = node.op
+    if type(op) not in (Sum, Prod) or op.axis is None:
+        return None
+    if set(op.axis) != set(range(node.inputs[0].type.ndim)):
+        return None
+    kwargs = {"no_zeros_in_input": op.no_zeros_in_input} if type(op) is Prod else {}
+    new = type(op)(axis=None, dtype=op.dtype, acc_dtype=op.acc_dtype, **kwargs)(node.inputs[0])
+    return as_replacement(new, node.outputs[0])
 
 
 @rewrites.specialize

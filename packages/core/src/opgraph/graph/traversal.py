@@ -147,12 +147,15 @@ def io_toposort(
     ``orderings`` adds extra constraints ``{node: [nodes that must run before it]}`` (the
     DestroyHandler uses it to run readers of a buffer before the node that overwrites it).
 
-    The order is the one :func:`general_toposort` gives over the bipartite graph (variables
-    and nodes), restricted to the nodes; it is computed by walking the nodes alone, which
-    halves the work on the big graphs a compilation sorts again and again.
+    Without orderings the order is a depth-first post-order over the nodes that computes a
+    node's last input first, as Theano's stack did; it walks the nodes alone, which halves
+    the work on the big graphs a compilation sorts again and again. With orderings it is
+    Theano's general order (:func:`_ordered_toposort`). Either way a compiled graph prints
+    with the toposort indices Theano printed.
     """
     blocked = {id(v) for v in inputs}
-    orderings = orderings or None
+    if orderings:
+        return _ordered_toposort(blocked, list(outputs), orderings)
     order: list[Apply] = []
     state: dict[Apply, bool] = {}  # False: in progress, True: done
     get_state = state.get
@@ -161,7 +164,7 @@ def io_toposort(
         if root is None or id(out) in blocked or get_state(root) is not None:
             continue
         state[root] = False
-        stack: list[tuple[Apply, Iterator]] = [(root, _node_deps(root, blocked, orderings))]
+        stack: list[tuple[Apply, Iterator]] = [(root, _node_deps(root, blocked))]
         push = stack.append
         while stack:
             node, it = stack[-1]
@@ -169,7 +172,7 @@ def io_toposort(
                 st = get_state(child)
                 if st is None:
                     state[child] = False
-                    push((child, _node_deps(child, blocked, orderings)))
+                    push((child, _node_deps(child, blocked)))
                     break
                 if st is False:
                     raise ValueError(
@@ -184,13 +187,72 @@ def io_toposort(
     return order
 
 
-def _node_deps(
-    node: Apply, blocked: set[int], orderings: dict[Apply, Sequence[Apply]] | None
-) -> Iterator[Apply]:
-    """The nodes ``node`` depends on, in input order, then its extra orderings."""
-    deps = [inp.owner for inp in node.inputs if inp.owner is not None and id(inp) not in blocked]
-    if orderings is not None:
-        extra = orderings.get(node)
-        if extra:
-            deps.extend(extra)
-    return iter(deps)
+def _ordered_toposort(
+    blocked: set[int], outputs: list[Variable], orderings: dict[Apply, Sequence[Apply]]
+) -> list[Apply]:
+    """Theano's order for a graph with orderings: Kahn's algorithm over variables and nodes.
+
+    A depth-first discovery from the outputs (the last output first, each object's
+    dependencies pushed in order: a variable's owner; a node's inputs, then its orderings)
+    lists every object and, for each, the objects that depend on it. The sort then starts
+    from the objects with no dependency, in discovery order, and appends an object once its
+    last dependency is placed (a queue, first in first out).
+    """
+    deps_of: dict[int, list] = {}
+    clients: dict[int, list] = {}
+    reachable: list = []
+    stack: list = list(outputs)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in deps_of:
+            continue
+        if isinstance(obj, Apply):
+            deps = [*obj.inputs, *orderings.get(obj, ())]
+        elif obj.owner is not None and id(obj) not in blocked:
+            deps = [obj.owner]
+        else:
+            deps = []
+        deps_of[id(obj)] = deps
+        reachable.append(obj)
+        for dep in deps:
+            clients.setdefault(id(dep), []).append(obj)
+        stack.extend(deps)
+    ready = deque(obj for obj in reachable if not deps_of[id(obj)])
+    placed: set[int] = set()
+    order: list[Apply] = []
+    while ready:
+        obj = ready.popleft()
+        if id(obj) in placed:
+            continue
+        placed.add(id(obj))
+        if isinstance(obj, Apply):
+            order.append(obj)
+        for client in clients.get(id(obj), ()):
+            left = [d for d in deps_of[id(client)] if d is not obj]
+            deps_of[id(client)] = left
+            if not left:
+                ready.append(client)
+    if len(placed) != len(reachable):
+        stuck = next(obj for obj in reachable if id(obj) not in placed and isinstance(obj, Apply))
+        raise ValueError(
+            f"the graph contains a cycle: {stuck} depends on itself (through its inputs or "
+            "the features' orderings). A graph must be acyclic; check the last replace() or "
+            "the Apply nodes you built by hand."
+        )
+    return order
+
+
+def _node_deps(node: Apply, blocked: set[int]) -> Iterator[Apply]:
+    """The nodes ``node`` depends on, its last input's first.
+
+    Last input first is Theano's order (its ``io_toposort`` kept a stack on which a node's
+    inputs were pushed in order, so the last was computed first): ``x / cast(n)`` computes
+    ``cast(n)`` at index 0, and a compiled graph prints with Theano's toposort indices.
+    """
+    return iter(
+        [
+            inp.owner
+            for inp in reversed(node.inputs)
+            if inp.owner is not None and id(inp) not in blocked
+        ]
+    )

@@ -186,7 +186,8 @@ class ScalarOp(Op):
     nin: int = -1
     nout: int = 1
     nfunc: Callable[..., Any] | None = None
-    #: Infix symbol for printing (``+``) or None for function-call form.
+    #: Infix symbol in Composite names (``+``), or None for the call form ``GT(i0, i1)``: as
+    #: Theano's scalar pprint, only + * - / // % ** and unary - are infix.
     symbol: str | None = None
     commutative = False
     associative = False
@@ -211,6 +212,14 @@ class ScalarOp(Op):
 
     def __str__(self) -> str:
         return self.name or type(self).__name__
+
+    def class_str(self) -> str:
+        """How Theano prints this op once it has lost its name: its class (``Add``, ``Exp``).
+
+        Theano's in-place pass rebuilt each scalar op without its name, so a node it made
+        work in place prints as ``Elemwise{Add}[(0, 1)]`` (see ``Elemwise.__str__``).
+        """
+        return type(self).__name__
 
     def output_types(self, types: Sequence[ScalarType]) -> tuple[ScalarType, ...]:
         """Return the output types for input types ``types``."""
@@ -409,15 +418,15 @@ Mod = _binary(
 Pow = _binary("Pow", np.power, upcast_out_nobool, _grad_pow, symbol="**")
 Maximum = _binary("Maximum", np.maximum, upcast_out, _grad_maximum, commutative=True)
 Minimum = _binary("Minimum", np.minimum, upcast_out, _grad_maximum, commutative=True)
-GT = _binary("GT", np.greater, bool_out, symbol=">")
-LT = _binary("LT", np.less, bool_out, symbol="<")
-GE = _binary("GE", np.greater_equal, bool_out, symbol=">=")
-LE = _binary("LE", np.less_equal, bool_out, symbol="<=")
+GT = _binary("GT", np.greater, bool_out)
+LT = _binary("LT", np.less, bool_out)
+GE = _binary("GE", np.greater_equal, bool_out)
+LE = _binary("LE", np.less_equal, bool_out)
 EQ = _binary("EQ", np.equal, bool_out, commutative=True)
 NEQ = _binary("NEQ", np.not_equal, bool_out, commutative=True)
-AND = _binary("AND", np.bitwise_and, int_out, symbol="&", commutative=True)
-OR = _binary("OR", np.bitwise_or, int_out, symbol="|", commutative=True)
-XOR = _binary("XOR", np.bitwise_xor, int_out, symbol="^", commutative=True)
+AND = _binary("AND", np.bitwise_and, int_out, commutative=True)
+OR = _binary("OR", np.bitwise_or, int_out, commutative=True)
+XOR = _binary("XOR", np.bitwise_xor, int_out, commutative=True)
 ArcTan2 = _binary(
     "ArcTan2",
     np.arctan2,
@@ -653,6 +662,12 @@ class Cast(ScalarOp):
     def __hash__(self) -> int:
         return hash((type(self), self.o_type))
 
+    def __str__(self) -> str:
+        return f"Cast{{{self.o_type.dtype}}}"  # Theano's, inside Composite names too
+
+    def class_str(self) -> str:
+        return str(self)
+
     def output_types(self, types: Sequence[ScalarType]) -> tuple[ScalarType, ...]:
         return (self.o_type,)
 
@@ -666,7 +681,8 @@ class Cast(ScalarOp):
         return [m.cast(gz, x.type.dtype)]
 
 
-# Instances, named as Theano names them (names show in Composite printing).
+# Instances, printed as Theano prints them (in Composite names): its named instances by name,
+# its unnamed ones (Abs, Switch, AND, GT, ...) by class.
 add = Add(upcast_out, name="add")
 mul = Mul(upcast_out, name="mul")
 sub = Sub(name="sub")
@@ -677,11 +693,11 @@ pow = Pow(name="pow")
 maximum = Maximum(name="maximum")
 minimum = Minimum(name="minimum")
 gt, lt, ge, le, eq, neq = GT(), LT(), GE(), LE(), EQ(), NEQ()
-and_, or_, xor = AND(name="and_"), OR(name="or_"), XOR(name="xor")
+and_, or_, xor = AND(name="AND"), OR(name="OR"), XOR(name="XOR")
 arctan2 = ArcTan2(name="arctan2")
 neg = Neg(name="neg")
 identity = Identity(name="identity")
-abs_ = Abs(name="abs_")
+abs_ = Abs(name="Abs")
 sgn = Sgn(name="sgn")
 exp, exp2, expm1 = Exp(name="exp"), Exp2(name="exp2"), Expm1(name="expm1")
 log, log2, log10, log1p = (
@@ -700,21 +716,21 @@ arcsinh, arccosh, arctanh = (
     ArcTanh(name="arctanh"),
 )
 floor, ceil, trunc = Floor(name="floor"), Ceil(name="ceil"), Trunc(name="trunc")
-round_half_to_even = RoundHalfToEven(name="round_half_to_even")
+round_half_to_even = RoundHalfToEven(name="RoundHalfToEven")
 erf, erfc, erfinv = Erf(name="erf"), Erfc(name="erfc"), Erfinv(name="erfinv")
 gamma, gammaln, psi = Gamma(name="gamma"), GammaLn(name="gammaln"), Psi(name="psi")
 tri_gamma, poly_gamma_2 = TriGamma(name="tri_gamma"), PolyGamma2(name="poly_gamma_2")
 sigmoid = Sigmoid(name="scalar_sigmoid")
 softplus = Softplus(name="scalar_softplus")
-invert = Invert(name="invert")
-isnan, isinf = IsNan(name="isnan"), IsInf(name="isinf")
+invert = Invert(name="Invert")
+isnan, isinf = IsNan(name="IsNan"), IsInf(name="IsInf")
 real, imag, angle, conj = (
     Real(name="real"),
     Imag(name="imag"),
     Angle(name="angle"),
     Conj(name="conj"),
 )
-switch = Switch(name="switch")
+switch = Switch(name="Switch")
 second = Second(name="second")
 clip = Clip(name="clip")
 
@@ -826,6 +842,9 @@ class Composite(ScalarOp):
 
     def __str__(self) -> str:
         return self.name or "Composite"
+
+    def class_str(self) -> str:
+        return str(self)  # Theano's in-place pass kept a Composite's name
 
     def _format(self) -> str:
         names: dict[Variable, str] = {v: f"i{k}" for k, v in enumerate(self.inputs)}

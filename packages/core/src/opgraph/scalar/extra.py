@@ -227,7 +227,7 @@ class ComplexFromPolar(ScalarOp):
         ]
 
 
-round_half_away_from_zero = RoundHalfAwayFromZero(name="round_half_away_from_zero")
+round_half_away_from_zero = RoundHalfAwayFromZero(name="RoundHalfAwayFromZero")
 deg2rad = Deg2Rad(name="deg2rad")
 rad2deg = Rad2Deg(name="rad2deg")
 inv = Inv(name="inv")

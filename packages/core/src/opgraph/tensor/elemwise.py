@@ -227,7 +227,8 @@ class Elemwise(Op):
         if self.name is not None:
             return self.name
         if self.inplace_pattern:
-            return f"Elemwise{{{self.scalar_op}}}{list(self.inplace_pattern)}"
+            # as Theano's in-place pass left them: the scalar op by class, Elemwise{Add}[(0, 1)]
+            return f"Elemwise{{{self.scalar_op.class_str()}}}{list(self.inplace_pattern)}"
         return f"Elemwise{{{self.scalar_op}}}"
 
     def __getstate__(self) -> dict[str, typing.Any]:

@@ -255,6 +255,9 @@ sigmoid, sigmoid_inplace = _scal_elemwise(
 softplus, softplus_inplace = _scal_elemwise(
     ps.softplus, "softplus", "Elementwise ``log(1 + exp(x))``."
 )
+# Theano made these two in tensor.nnet.sigm, named plainly: ``sigmoid [id B] ''   0``.
+for _op in (sigmoid, sigmoid_inplace, softplus, softplus_inplace):
+    _op.name = _op.function_name
 isnan, isnan_inplace = _scal_elemwise(ps.isnan, "isnan", "Elementwise NaN test.")
 isinf, isinf_inplace = _scal_elemwise(ps.isinf, "isinf", "Elementwise infinity test.")
 real, real_inplace = _scal_elemwise(ps.real, "real", "Real part.")

@@ -165,7 +165,9 @@ class MaxAndArgmax(Op):
         x = as_tensor_variable(x)
         _check_axes(self, x, self.axis)
         bcast = _out_bcast(x, self.axis)
-        return Apply(self, [x], [TensorType(x.type.dtype, bcast)(), TensorType("int64", bcast)()])
+        # named as Theano named them: debugprint shows ``Argmax{axis=(1,)} [id A] 'argmax'``
+        outs = [TensorType(x.type.dtype, bcast)("max"), TensorType("int64", bcast)("argmax")]
+        return Apply(self, [x], outs)
 
     def perform(
         self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]
@@ -231,7 +233,7 @@ class Argmax(Op):
         x = as_tensor_variable(x)
         axes = tuple(range(x.type.ndim)) if self.axis is None else self.axis
         _check_axes(self, x, axes)
-        return Apply(self, [x], [TensorType("int64", _out_bcast(x, axes))()])
+        return Apply(self, [x], [TensorType("int64", _out_bcast(x, axes))("argmax")])
 
     def perform(
         self, node: Apply, inputs: Sequence[typing.Any], output_storage: list[list[typing.Any]]

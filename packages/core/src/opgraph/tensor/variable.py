@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+import opgraph.tensor.axes as taxes
 import opgraph.tensor.cumulative as tcum
 import opgraph.tensor.dot as tdot
 import opgraph.tensor.extra_ops as textra
@@ -162,8 +163,8 @@ class _tensor_py_operators:
 
     @property
     def T(self) -> Any:
-        """The transpose (reversed dimensions)."""
-        return self.dimshuffle(list(range(self.ndim))[::-1])
+        """The transpose (reversed dimensions), named ``x.T`` after a named ``x`` as in Theano."""
+        return taxes.transpose(self)
 
     def dimshuffle(self, *pattern: Any) -> Any:
         """Reorder/add/drop dimensions: ``x.dimshuffle('x', 0)``, ``x.dimshuffle(1, 0)``."""
@@ -232,7 +233,7 @@ class _tensor_py_operators:
         """Permute the dimensions (reverse them when no axes are given)."""
         if len(axes) == 1 and isinstance(axes[0], list | tuple):
             axes = tuple(axes[0])
-        return self.dimshuffle(list(axes) if axes else list(range(self.ndim))[::-1])
+        return taxes.transpose(self, list(axes) if axes else None)
 
     def repeat(self, repeats: Any, axis: int | None = None) -> Any:
         """Repeat elements (NumPy's ``repeat``)."""

@@ -5,7 +5,7 @@ them fold), consecutive ones merged and identities removed; casts to the same dt
 Rebroadcasts that change nothing, single-input add/mul and the gradient blocks
 (``disconnected_grad``, ``zero_grad``: identities once gradients are built) vanish;
 ``fill`` (``second``) nodes sink out of arithmetic so the canonizers see the values they
-carry.
+carry; the constant inputs of an Elemwise that upcasts are cast to its output's dtype.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import opgraph.scalar.basic as ps
 import opgraph.tensor.math as tm
 from opgraph.gradient import GradBlock
-from opgraph.graph.basic import Apply, Variable
+from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.rewriting import node_rewriter, pattern_rewriter
 from opgraph.rewriting.pattern import exact_type
 from opgraph.scalar.type import discrete_dtypes
@@ -31,6 +31,7 @@ from opgraph_optimizers.canonicalize.utils import (
     elemwise_inputs,
     has_one_client,
     is_cast,
+    scalar_constant,
     scalar_op_of,
 )
 from opgraph_optimizers.registry import rewrites
@@ -41,6 +42,7 @@ __all__ = [
     "local_fill_sink",
     "local_rebroadcast_rebroadcast",
     "local_remove_grad_block",
+    "local_upcast_elemwise_constant_inputs",
     "local_useless_cast",
     "local_useless_dimshuffle",
     "local_useless_elemwise",
@@ -216,3 +218,40 @@ rewrites.canonicalize("shape_unsafe")(local_useless_fill)
 local_remove_grad_block = rewrites.canonicalize(
     pattern_rewriter("local_remove_grad_block", (GradBlock, "x"), "x", retype=exact_type)
 )
+
+
+# ------------------------------------------------------------------ constant inputs
+
+#: The output-type rules under which an Elemwise upcasts its inputs anyway.
+_UPCASTING = (ps.upcast_out, ps.upgrade_to_float)
+
+
+@rewrites.canonicalize
+@rewrites.specialize
+@node_rewriter([Elemwise])
+def local_upcast_elemwise_constant_inputs(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """Give the constant inputs of an upcasting Elemwise its output's dtype (Theano's rewrite).
+
+    The op converts them on every call anyway; done once here, ``maximum(x, 0)`` over
+    float64 reads ``TensorConstant{(1, 1) of 0.0}`` as in Theano, and ``1 - x`` merges with
+    ``1.0 - x``. Only ops whose output type is the inputs' upcast (``maximum``, ``add``, ...),
+    not comparisons or ``switch``, whose inputs do not take the output's dtype.
+    """
+    if len(node.outputs) != 1:
+        return None
+    if getattr(node.op.scalar_op, "output_types_preference", None) not in _UPCASTING:
+        return None
+    out = node.outputs[0]
+    dtype = out.type.dtype
+    new_inputs = []
+    for inp in node.inputs:
+        value = None if inp.type.dtype == dtype else scalar_constant(inp)
+        if value is not None:
+            inp = broadcast_constant(value, dtype, inp.type.ndim, fgraph)
+        elif inp.type.dtype != dtype and isinstance(inp, Constant):
+            inp = type(inp)(inp.type.clone(dtype=dtype), np.asarray(inp.data).astype(dtype))
+        new_inputs.append(inp)
+    if all(a is b for a, b in zip(new_inputs, node.inputs, strict=True)):
+        return None
+    new = node.op(*new_inputs)
+    return [new] if new.type == out.type else None

@@ -1,4 +1,5 @@
-"""Indexing an indexing result: ``x[a:b:c][d:e:f] -> x[merged]``, one Subtensor view.
+"""Indexing an indexing result: ``x[a:b:c][d:e:f] -> x[merged]``, one Subtensor view; indexing an
+elementwise result: ``f(x, y)[idx] -> f(x[idx], y[idx])`` (:func:`local_subtensor_lift`).
 
 :func:`merge_two_slices` (Theano's helper, Theano's signature) turns a slice and the slice or
 integer applied after it into one slice or one integer, for any bounds and steps NumPy takes:
@@ -38,12 +39,13 @@ from opgraph.tensor.basic import (
     constant,
     patternbroadcast,
 )
+from opgraph.tensor.elemwise import Elemwise
 from opgraph.tensor.shape import shape_i
 from opgraph.tensor.subtensor import Subtensor, get_idx_list, make_constant, slice_length
 from opgraph.tensor.subtensor_basic import index_dtypes
 from opgraph_optimizers.registry import rewrites
 
-__all__ = ["local_subtensor_merge", "merge_two_slices"]
+__all__ = ["local_subtensor_lift", "local_subtensor_merge", "merge_two_slices"]
 
 #: An index value while merging: a Python int when known, else an int64 0-d tensor.
 Index = Any
@@ -342,3 +344,42 @@ def local_subtensor_merge(fgraph: Any, node: Apply) -> list[Variable] | None:
     if out.type != orig.type:
         out = patternbroadcast(out, orig.type.broadcastable)
     return [out]
+
+
+@rewrites.canonicalize
+@rewrites.specialize
+@node_rewriter([Subtensor])
+def local_subtensor_lift(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``f(x, y)[idx] -> f(x[idx], y[idx])``: compute an elementwise result only where it is
+    indexed (Theano's rewrite of the same name).
+
+    The Elemwise result must have no other client. Each input is indexed, except one
+    broadcastable in every dimension, which is left alone (dimshuffled down to the result's
+    rank when the index drops dimensions); an input broadcastable in only some dimensions
+    stops the rewrite, as its indexing would differ from the result's. So a mean's divisor,
+    ``cast(shape(x))[0]``, becomes ``cast(shape(x)[0])`` and then ``cast(Shape_i{0}(x))``.
+    """
+    u = node.inputs[0]
+    inner = u.owner
+    if (
+        inner is None
+        or type(inner.op) is not Elemwise
+        or inner.op.inplace_pattern
+        or len(inner.outputs) != 1
+        or len(u.clients) != 1  # type: ignore[attr-defined]
+    ):
+        return None
+    idx = node.inputs[1:]
+    out = node.outputs[0]
+    args: list[Variable] = []
+    for i in inner.inputs:
+        flags = i.type.broadcastable  # type: ignore[attr-defined]
+        if not any(flags):
+            args.append(node.op(i, *idx))
+        elif all(flags):
+            keep = i if i.type.ndim == out.type.ndim else i.dimshuffle(["x"] * out.type.ndim)
+            args.append(keep)
+        else:
+            return None
+    new = inner.op(*args)
+    return [new] if new.type == out.type else None
