@@ -5,11 +5,13 @@ Each case compiles one small Theano program with the default mode and compares
 Theano, numpy 1.19): fused Composites with their constants as inputs in Theano's order and
 scalar ops by Theano's names (``GT``, ``Abs``, ``Switch``), nodes made in place by class
 (``Elemwise{Exp}[(0, 0)]``), toposort indices, a mean's divisor as
-``Composite{(i0 / Cast{float64}(i1))}``, named outputs (``'argmax'``, ``'x.T'``).
+``Composite{(i0 / Cast{float64}(i1))}``, named outputs (``'argmax'``, ``'x.T'``), ``T.min`` as
+``Reduce{minimum}``, the fused cross-entropy over Theano's zero bias.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import opgraph as theano
@@ -18,6 +20,8 @@ import opgraph.tensor as T
 x, y = T.dvector("x"), T.dvector("y")
 m, n = T.dmatrix("m"), T.dmatrix("n")
 s, i, fm = T.dscalar("s"), T.ivector("i"), T.fmatrix("fm")
+W = theano.shared(np.zeros((3, 4)), name="W")
+bb = theano.shared(np.zeros(4), name="bb")
 
 #: name -> (inputs, output, Theano 1.0.5's debugprint of the compiled function)
 CASES = {
@@ -303,6 +307,147 @@ CASES = {
             " |InplaceDimShuffle{1,0} [id B] 'm.T'   0\n"
             " | |m [id C]\n"
             " |n [id D]\n"
+        ),
+    ),
+    "mean_crossentropy": (
+        lambda: ([m, i], T.nnet.categorical_crossentropy(T.nnet.softmax(m), i).mean()),
+        (
+            "Elemwise{Composite{(i0 / Cast{float64}(i1))}}[(0, 0)] [id A] 'mean'   5\n"
+            " |Sum{acc_dtype=float64} [id B] ''   4\n"
+            " | |CrossentropySoftmaxArgmax1HotWithBias.0 [id C] ''   3\n"
+            " |   |m [id D]\n"
+            " |   |Elemwise{second,no_inplace} [id E] ''   2\n"
+            " |   | |Subtensor{int64} [id F] ''   1\n"
+            " |   | | |m [id D]\n"
+            " |   | | |Constant{0} [id G]\n"
+            " |   | |TensorConstant{(1,) of 0.0} [id H]\n"
+            " |   |i [id I]\n"
+            " |Shape_i{0} [id J] ''   0\n"
+            "   |m [id D]\n"
+        ),
+    ),
+    "tanh_layer_shared": (
+        lambda: ([m], T.tanh(T.dot(m, W) + bb).sum()),
+        (
+            "Sum{acc_dtype=float64} [id A] ''   3\n"
+            " |Elemwise{Composite{tanh((i0 + i1))}}[(0, 0)] [id B] ''   2\n"
+            "   |Dot22 [id C] ''   1\n"
+            "   | |m [id D]\n"
+            "   | |W [id E]\n"
+            "   |InplaceDimShuffle{x,0} [id F] ''   0\n"
+            "     |bb [id G]\n"
+        ),
+    ),
+    "l2_and_l1": (
+        lambda: ([m], (m**2).sum() + abs(m).sum()),
+        (
+            "Elemwise{Add}[(0, 0)] [id A] ''   4\n"
+            " |Sum{acc_dtype=float64} [id B] ''   3\n"
+            " | |Elemwise{sqr,no_inplace} [id C] ''   2\n"
+            " |   |m [id D]\n"
+            " |Sum{acc_dtype=float64} [id E] ''   1\n"
+            "   |Elemwise{abs_,no_inplace} [id F] ''   0\n"
+            "     |m [id D]\n"
+        ),
+    ),
+    "row_norm": (
+        lambda: ([m], m / T.sqrt((m**2).sum(axis=1, keepdims=True))),
+        (
+            "Elemwise{true_div,no_inplace} [id A] ''   4\n"
+            " |m [id B]\n"
+            " |Elemwise{Sqrt}[(0, 0)] [id C] ''   3\n"
+            "   |InplaceDimShuffle{0,x} [id D] ''   2\n"
+            "     |Sum{axis=[1], acc_dtype=float64} [id E] ''   1\n"
+            "       |Elemwise{sqr,no_inplace} [id F] ''   0\n"
+            "         |m [id B]\n"
+        ),
+    ),
+    "softmax_grad": (
+        lambda: ([m], T.grad(T.nnet.softmax(m)[0, 0], m)),
+        (
+            "SoftmaxGrad [id A] ''   5\n"
+            " |IncSubtensor{InplaceInc;int64, int64} [id B] ''   4\n"
+            " | |Alloc [id C] ''   3\n"
+            " | | |TensorConstant{(1, 1) of 0.0} [id D]\n"
+            " | | |Shape_i{0} [id E] ''   2\n"
+            " | | | |m [id F]\n"
+            " | | |Shape_i{1} [id G] ''   1\n"
+            " | |   |m [id F]\n"
+            " | |TensorConstant{1.0} [id H]\n"
+            " | |Constant{0} [id I]\n"
+            " | |Constant{0} [id I]\n"
+            " |Softmax [id J] ''   0\n"
+            "   |m [id F]\n"
+        ),
+    ),
+    "max_minus_min": (
+        lambda: ([m], T.max(m, axis=0) - T.min(m, axis=0)),
+        (
+            "Elemwise{Sub}[(0, 0)] [id A] ''   2\n"
+            " |Reduce{maximum}{0} [id B] 'max'   1\n"
+            " | |m [id C]\n"
+            " |Reduce{minimum}{0} [id D] ''   0\n"
+            "   |m [id C]\n"
+        ),
+    ),
+    "sigmoid_grad": (
+        lambda: ([x], T.grad(T.nnet.sigmoid(x).sum(), x)),
+        (
+            "Elemwise{Composite{(scalar_sigmoid(i0) * (i1 - scalar_sigmoid(i0)))}} [id A] ''   0\n"
+            " |x [id B]\n"
+            " |TensorConstant{(1,) of 1.0} [id C]\n"
+        ),
+    ),
+    "tanh_grad": (
+        lambda: ([x], T.grad(T.tanh(x).sum(), x)),
+        (
+            "Elemwise{Composite{(i0 - sqr(tanh(i1)))}} [id A] ''   0\n"
+            " |TensorConstant{(1,) of 1.0} [id B]\n"
+            " |x [id C]\n"
+        ),
+    ),
+    "log_softmax": (
+        lambda: ([m], T.log(T.nnet.softmax(m))),
+        ("LogSoftmax [id A] ''   0\n |m [id B]\n"),
+    ),
+    "std": (
+        lambda: ([m], m.std(axis=0)),
+        (
+            "Elemwise{Composite{sqrt((i0 / i1))}}[(0, 0)] [id A] 'std'   9\n"
+            " |Sum{axis=[0], acc_dtype=float64} [id B] ''   8\n"
+            " | |Elemwise{Composite{sqr((i0 - i1))}} [id C] ''   7\n"
+            " |   |m [id D]\n"
+            " |   |Elemwise{TrueDiv}[(0, 0)] [id E] 'mean'   6\n"
+            " |     |InplaceDimShuffle{x,0} [id F] ''   3\n"
+            " |     | |Sum{axis=[0], acc_dtype=float64} [id G] ''   1\n"
+            " |     |   |m [id D]\n"
+            " |     |InplaceDimShuffle{x,x} [id H] ''   5\n"
+            " |       |Elemwise{Cast{float64}} [id I] ''   2\n"
+            " |         |Shape_i{0} [id J] ''   0\n"
+            " |           |m [id D]\n"
+            " |InplaceDimShuffle{x} [id K] ''   4\n"
+            "   |Elemwise{Cast{float64}} [id I] ''   2\n"
+        ),
+    ),
+    "concatenate": (
+        lambda: ([m, n], T.concatenate([m, n], axis=1)),
+        ("Join [id A] ''   0\n |TensorConstant{1} [id B]\n |m [id C]\n |n [id D]\n"),
+    ),
+    "cumsum": (
+        lambda: ([x], T.cumsum(x) + 1),
+        (
+            "Elemwise{Add}[(0, 1)] [id A] ''   1\n"
+            " |TensorConstant{(1,) of 1.0} [id B]\n"
+            " |CumOp{None, add} [id C] ''   0\n"
+            "   |x [id D]\n"
+        ),
+    ),
+    "one_over": (
+        lambda: ([x], 1 / (x + 2)),
+        (
+            "Elemwise{Composite{inv((i0 + i1))}} [id A] ''   0\n"
+            " |TensorConstant{(1,) of 2.0} [id B]\n"
+            " |x [id C]\n"
         ),
     ),
 }

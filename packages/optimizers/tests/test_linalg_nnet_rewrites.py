@@ -92,3 +92,49 @@ def test_ctc_without_gradient_computes_the_cost_only() -> None:
         if isinstance(n.op, ConnectionistTemporalClassification)
     ] == [True]
     np.testing.assert_allclose(f(av, lv, nv), g(av, lv, nv)[0], rtol=1e-6)
+
+
+# ------------------------------------------------------------------ softmax with a bias
+
+
+def _softmax_data(rng: np.random.Generator):
+    return rng.normal(size=(5, 3)), rng.normal(size=(3, 4)), rng.normal(size=4)
+
+
+def test_softmax_of_logits_plus_a_bias_becomes_softmax_with_bias(rewrites_check) -> None:
+    m, w = T.dmatrices("m", "w")
+    b = T.dvector("b")
+    out = T.nnet.softmax(T.dot(m, w) + b)
+    f = rewrites_check.rewrite(
+        "local_softmax_with_bias",
+        [m, w, b],
+        out,
+        list(_softmax_data(rewrites_check.rng)),
+        lambda uses: [str(n.op) for n in uses.nodes] == ["Dot22", "SoftmaxWithBias"],
+    )
+    (node,) = [n for n in f.maker.fgraph.toposort() if str(n.op) == "SoftmaxWithBias"]
+    assert node.inputs[1] in f.maker.fgraph.inputs  # b itself, not a broadcast of it
+
+
+def test_crossentropy_takes_the_models_bias(rewrites_check) -> None:
+    m, w = T.dmatrices("m", "w")
+    b = T.dvector("b")
+    y = T.ivector("y")
+    cost = T.nnet.categorical_crossentropy(T.nnet.softmax(T.dot(m, w) + b), y).mean()
+    mv, wv, bv = _softmax_data(rewrites_check.rng)
+    f = theano.function([m, w, b, y], cost)
+    ops = [str(n.op) for n in f.maker.fgraph.toposort()]
+    assert "CrossentropySoftmaxArgmax1HotWithBias" in ops and "SoftmaxWithBias" not in ops
+    (xent,) = [n for n in f.maker.fgraph.toposort() if "Crossentropy" in str(n.op)]
+    assert str(xent.inputs[0].owner.op) == "Dot22" and xent.inputs[1] is f.maker.fgraph.inputs[2]
+    yv = np.array([0, 3, 1, 2, 3], dtype="int32")
+    z = mv @ wv + bv
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(f(mv, wv, bv, yv), -np.log(p[np.arange(5), yv]).mean())
+    off = theano.function(
+        [m, w, b, y], cost, mode=Mode(optimizer="fast_run").excluding("local_softmax_with_bias")
+    )
+    (xent,) = [n for n in off.maker.fgraph.toposort() if "Crossentropy" in str(n.op)]
+    assert str(xent.inputs[1].owner.op) == "Elemwise{second,no_inplace}"  # Theano's zero bias
+    np.testing.assert_allclose(off(mv, wv, bv, yv), f(mv, wv, bv, yv))

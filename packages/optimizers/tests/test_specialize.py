@@ -112,6 +112,17 @@ CASES = [
         layouts=(F64, I32),
     ),
     Case(
+        "local_div_to_inv",
+        lambda x: 1 / (x + 2),
+        lambda uses: uses(px.Inv) and not uses(ps.TrueDiv),
+    ),
+    Case(
+        "local_max_to_min",
+        lambda x: T.min(x, axis=1),
+        lambda uses: [str(n.op) for n in uses.nodes] == ["Reduce{minimum}{1}"],
+        layouts=(F64, I32, U8),
+    ),
+    Case(
         "local_max_and_argmax",
         lambda x: T.max(x, axis=1),
         lambda uses: uses(CAReduce) and not uses(MaxAndArgmax),

@@ -152,9 +152,12 @@ def inplace_elemwise_op(op: Elemwise, pattern: dict[int, int]) -> Elemwise:
 class InplaceElemwiseRewriter(GraphRewriter):
     """Make each Elemwise output overwrite an input buffer where that is safe.
 
-    Nodes are visited in topological order. For each output not yet in place, the inputs of
-    the same type that may be overwritten are tried, those with no other reader first; the
-    first replacement the DestroyHandler accepts is kept.
+    As Theano's ``inplace_elemwise_optimizer``: nodes are visited in the graph's
+    topological order without the features' orderings (``fgraph.io_toposort()``); for each
+    output not yet in place, the inputs of the same type that may be overwritten are tried
+    in input order, except that an output updating a shared variable tries that
+    variable first, then the variables computed in place from it; the first replacement the
+    DestroyHandler accepts is kept.
     """
 
     def __init__(self, name: str = "inplace_elemwise_optimizer") -> None:
@@ -168,9 +171,10 @@ class InplaceElemwiseRewriter(GraphRewriter):
         handler = fgraph.destroy_handler
         protected = protected_inputs(fgraph)
         changed = 0
-        for node in fgraph.toposort():
+        updated = _updated_inputs(fgraph)
+        for node in fgraph.io_toposort():
             if node in fgraph.apply_nodes and type(node.op) is Elemwise:
-                changed += self._make_inplace(fgraph, handler, node, protected)
+                changed += self._make_inplace(fgraph, handler, node, protected, updated)
         return changed
 
     def _candidates(
@@ -181,8 +185,9 @@ class InplaceElemwiseRewriter(GraphRewriter):
         out: Variable,
         taken: set[int],
         protected: set[Variable],
+        updated: dict[Variable, list[Variable]],
     ) -> list[int]:
-        alone, shared = [], []
+        found = []
         for i, inp in enumerate(node.inputs):
             if i in taken or inp.type != out.type:
                 continue
@@ -190,18 +195,39 @@ class InplaceElemwiseRewriter(GraphRewriter):
                 continue
             if not only_reader(fgraph, handler, inp, node):
                 continue
-            (alone if len(inp.clients) == 1 else shared).append(i)  # type: ignore[attr-defined]
-        return alone + shared
+            found.append(i)
+        targets = updated.get(out)
+        if not targets:
+            return found
+
+        def rank(i: int) -> int:
+            inp = node.inputs[i]
+            if inp in targets:
+                return 0  # the shared variable this output updates
+            owner = inp.owner
+            if owner is not None and any(
+                handler.root_of(t) is handler.root_of(inp) for t in targets
+            ):
+                return 1  # computed in place from it
+            return 2
+
+        return sorted(found, key=rank)
 
     def _make_inplace(
-        self, fgraph: Any, handler: DestroyHandler, node: Apply, protected: set[Variable]
+        self,
+        fgraph: Any,
+        handler: DestroyHandler,
+        node: Apply,
+        protected: set[Variable],
+        updated: dict[Variable, list[Variable]],
     ) -> int:
         pattern = dict(node.op.inplace_pattern)
         changed = 0
         for o, out in enumerate(node.outputs):
             if o in pattern:
                 continue
-            for i in self._candidates(fgraph, handler, node, out, set(pattern.values()), protected):
+            taken = set(pattern.values())
+            for i in self._candidates(fgraph, handler, node, out, taken, protected, updated):
                 new_pattern = {**pattern, o: i}
                 new_node = inplace_elemwise_op(node.op, new_pattern).make_node(*node.inputs)
                 if any(a.type != b.type for a, b in zip(new_node.outputs, node.outputs)):
@@ -216,6 +242,14 @@ class InplaceElemwiseRewriter(GraphRewriter):
                 changed += 1
                 break
         return changed
+
+
+def _updated_inputs(fgraph: Any) -> dict[Variable, list[Variable]]:
+    """``{graph output: [the shared variables (graph inputs) it updates]}``."""
+    found: dict[Variable, list[Variable]] = {}
+    for out_index, in_index in (getattr(fgraph, "update_mapping", None) or {}).items():
+        found.setdefault(fgraph.outputs[out_index], []).append(fgraph.inputs[in_index])
+    return found
 
 
 #: The Elemwise in-place pass of FAST_RUN (``excluding("inplace")`` turns it off).

@@ -37,9 +37,11 @@ from opgraph_optimizers.registry import rewrites
 
 __all__ = [
     "local_add_specialize",
+    "local_div_to_inv",
     "local_exp_log",
     "local_log_exp",
     "local_max_and_argmax",
+    "local_max_to_min",
     "local_mul_specialize",
     "local_mul_to_sqr",
     "local_pow_specialize",
@@ -306,6 +308,42 @@ def local_sum_neg(fgraph: Any, node: Apply) -> list[Variable] | None:
     if out.type.dtype in uint_dtypes or out.type.dtype == "bool":
         return None
     return as_replacement(tm.neg(node.op(x)), out)
+
+
+@rewrites.specialize
+@node_rewriter([tm.true_div])
+def local_div_to_inv(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``1 / x -> inv(x)`` (Theano's rewrite: one input, and the ``1`` is no longer read)."""
+    if node.op.inplace_pattern or len(node.inputs) != 2:
+        return None
+    one, x = node.inputs
+    if scalar_constant(one) != 1:
+        return None
+    new = tm.inv(x)
+    out = node.outputs[0]
+    if new.type.dtype != out.type.dtype:
+        return None
+    return as_replacement(new, out, models=node.inputs)
+
+
+@rewrites.specialize
+@node_rewriter([tm.neg, tm.invert])
+def local_max_to_min(fgraph: Any, node: Apply) -> list[Variable] | None:
+    """``-max(-x) -> min(x)`` (``~max(~x)`` for integers), what ``T.min`` builds: one
+    ``Reduce{minimum}`` as in Theano, instead of two negations around a maximum."""
+    outer = scalar_op_of(node)
+    if not isinstance(outer, ps.Neg | ps.Invert):
+        return None
+    red = node.inputs[0].owner
+    if red is None or type(red.op) is not CAReduce or not isinstance(red.op.scalar_op, ps.Maximum):
+        return None
+    inner = red.inputs[0].owner
+    if inner is None or type(scalar_op_of(inner)) is not type(outer):
+        return None
+    if not has_one_client(node.inputs[0]) or not has_one_client(red.inputs[0]):
+        return None
+    new = CAReduce(ps.minimum, red.op.axis)(inner.inputs[0])
+    return [new] if new.type == node.outputs[0].type else None
 
 
 @rewrites.specialize

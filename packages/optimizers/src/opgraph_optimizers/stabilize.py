@@ -25,15 +25,11 @@ from opgraph.graph.basic import Apply, Variable
 from opgraph.rewriting import node_rewriter, pattern_rewriter
 from opgraph.scalar.type import float_dtypes
 from opgraph.tensor.elemwise import CAReduce, DimShuffle, Sum
-from opgraph.tensor.nnet.basic import LogSoftmax, Softmax, SoftmaxGrad, SoftmaxWithBias
+from opgraph.tensor.nnet.basic import LogSoftmax, Softmax, SoftmaxGrad
 from opgraph.tensor.nnet.crossentropy import (
-    CrossentropyCategorical1Hot,
     CrossentropyCategorical1HotGrad,
     crossentropy_softmax_1hot_with_bias_dx,
-    crossentropy_softmax_argmax_1hot_with_bias,
 )
-from opgraph.tensor.shape import shape_i
-from opgraph.tensor.structure import alloc
 from opgraph_optimizers.canonicalize.math import mul_canonizer
 from opgraph_optimizers.canonicalize.utils import (
     as_type_of,
@@ -48,7 +44,6 @@ from opgraph_optimizers.registry import rewrites
 __all__ = [
     "local_1msigmoid",
     "local_crossentropy_softmax_grad",
-    "local_crossentropy_to_crossentropy_with_softmax",
     "local_exp_over_1_plus_exp",
     "local_expm1",
     "local_log1msigmoid",
@@ -258,7 +253,7 @@ local_1msigmoid = pattern_rewriter(
         "constraint": _float,
     },
     (tm.sigmoid, (negate, "x")),
-    allow_multiple_clients=True,
+    # as Theano's: not when the graph uses sigmoid(x) too (its gradient, sigm * (1 - sigm))
     retype=_stable,
 )
 rewrites.specialize("stability")(local_1msigmoid)
@@ -419,44 +414,6 @@ def local_log_softmax_grad(fgraph: Any, node: Apply) -> list[Variable] | None:
     axis = node.op.axis % sm.type.ndim
     new = tm.sub(g, tm.mul(tm.sum(g, axis=axis, keepdims=True), sm))
     return _replace(new, node.outputs[0], models=[g, sm])
-
-
-def _softmax_logits(sm: Variable) -> tuple[Variable, Variable | None] | None:
-    """``(x, b)`` if ``sm`` is a row-wise softmax of the logits ``x`` (+ ``b``) of a matrix."""
-    node = sm.owner
-    if node is None or sm.type.ndim != 2:
-        return None
-    if type(node.op) is Softmax and node.op.axis in (-1, 1):
-        return node.inputs[0], None
-    if type(node.op) is SoftmaxWithBias:
-        return node.inputs[0], node.inputs[1]
-    return None
-
-
-@rewrites.stabilize("stability")
-@rewrites.specialize("stability")
-@node_rewriter([CrossentropyCategorical1Hot])
-def local_crossentropy_to_crossentropy_with_softmax(
-    fgraph: Any, node: Apply
-) -> dict[Variable, Variable] | None:
-    """``xent(softmax(x + b), y) -> crossentropy_softmax_argmax_1hot_with_bias(x, b, y)[0]``.
-
-    ``xent`` is ``crossentropy_categorical_1hot`` (``categorical_crossentropy`` with class
-    indices). The softmax itself is replaced by the fused op's second output, which the
-    gradient (see :func:`local_crossentropy_softmax_grad`) then shares.
-    """
-    sm, y = node.inputs
-    found = _softmax_logits(sm)
-    if found is None:
-        return None
-    x, b = found
-    if b is None:
-        b = alloc(np.zeros((), dtype=x.type.dtype), shape_i(x, 1, fgraph))
-    nll, new_sm, _ = crossentropy_softmax_argmax_1hot_with_bias(x, b, y)
-    out = node.outputs[0]
-    if nll.type != out.type or new_sm.type != sm.type:
-        return None
-    return {out: nll, sm: new_sm}
 
 
 @rewrites.stabilize("stability")
