@@ -53,7 +53,7 @@ def reference_io_toposort(inputs, outputs, orderings=None) -> list[Apply]:
         order: list[Apply] = []
         while todo:
             cur = todo.pop()
-            if id(cur.outputs[0]) in computed:
+            if cur in order:  # (Theano looked at outputs[0] alone, a given input included)
                 continue
             if all(id(i) in computed or i.owner is None for i in cur.inputs):
                 computed.update(id(o) for o in cur.outputs)

@@ -76,6 +76,12 @@ def test_io_toposort_stops_at_inputs():
     assert io_toposort([a], [out]) == [out.owner]
 
 
+def test_io_toposort_computes_a_node_one_of_whose_outputs_is_given():
+    x = float64_matrix("x")
+    first, second = split(x)
+    assert io_toposort([first], [second]) == [second.owner]
+
+
 def test_io_toposort_with_orderings():
     x = float64_matrix("x")
     a, b = neg(x), mul(x, x)
