@@ -390,14 +390,6 @@ CASES = {
             "   |m [id C]\n"
         ),
     ),
-    "sigmoid_grad": (
-        lambda: ([x], T.grad(T.nnet.sigmoid(x).sum(), x)),
-        (
-            "Elemwise{Composite{(scalar_sigmoid(i0) * (i1 - scalar_sigmoid(i0)))}} [id A] ''   0\n"
-            " |x [id B]\n"
-            " |TensorConstant{(1,) of 1.0} [id C]\n"
-        ),
-    ),
     "tanh_grad": (
         lambda: ([x], T.grad(T.tanh(x).sum(), x)),
         (

@@ -311,11 +311,17 @@ def test_logistic_regression_graphs_and_numbers() -> None:
     assert "Gemv{inplace}" in train_ops  # dot(x, w), into its AllocEmpty buffer
     assert train_ops.count("Gemv{inplace}") == 2  # and w's update, written into w itself
     assert not any(isinstance(n.op, Dot) for n in train.maker.fgraph.toposort())
+    x, y = D
+    wv, bv = w.get_value(), 0.0  # the analytic step, in NumPy
     for _ in range(5):
         got, want = train(*D), ref_train(*D)
         for g, e in zip(got, want):
             assert_allclose(g, e)
+        g = (1 / (1 + np.exp(-(x @ wv) - bv)) - y) / len(y)
+        wv, bv = wv - 0.1 * (x.T @ g + 0.02 * wv), bv - 0.1 * g.sum()
+    assert np.isfinite(w.get_value()).all()  # (assert_allclose takes NaN for NaN)
     assert_allclose(w.get_value(), ref_w.get_value())
+    assert_allclose(w.get_value(), wv)
     np.testing.assert_array_equal(predict(D[0]), ref_predict(D[0]))
 
 

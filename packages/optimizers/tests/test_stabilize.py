@@ -221,6 +221,22 @@ def test_log_one_minus_sigmoid_is_finite_at_plus_1000() -> None:
     np.testing.assert_allclose(grad, -scipy.special.expit(EXTREMES))
 
 
+def test_tutorial_cross_entropy_is_finite_where_the_sigmoid_saturates() -> None:
+    # the logistic regression tutorial: p = sigmoid(z) read by log(p) and log(1 - p). At
+    # |z| = 50, p is 1.0 or 2e-22: log(1 - p) must become -softplus(z) although log(p) reads
+    # p too. (At |z| = 1000 the gradient is NaN: 1 / p, rewritten 1 + exp(-z), overflows.)
+    z, y = T.dvectors("z", "y")
+    p = 1 / (1 + T.exp(-z))
+    xent = -y * T.log(p) - (1 - y) * T.log(1 - p)
+    f = opgraph.function([z, y], [xent, opgraph.grad(T.sum(xent), z)], mode="FAST_RUN")
+    zv = np.array([-50.0, -50.0, 0.0, 50.0, 50.0])
+    yv = np.array([1.0, 0.0, 1.0, 0.0, 1.0])
+    value, grad = f(zv, yv)
+    want = np.where(yv == 1, np.logaddexp(0, -zv), np.logaddexp(0, zv))
+    np.testing.assert_allclose(value, want)
+    np.testing.assert_allclose(grad, scipy.special.expit(zv) - yv, atol=1e-15)
+
+
 def test_log_sum_exp_is_finite_for_large_inputs() -> None:
     x = T.dmatrix("x")
     f = opgraph.function([x], T.log(T.sum(T.exp(x), axis=1)), mode="FAST_RUN")

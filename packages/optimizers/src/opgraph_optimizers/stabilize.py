@@ -253,7 +253,9 @@ local_1msigmoid = pattern_rewriter(
         "constraint": _float,
     },
     (tm.sigmoid, (negate, "x")),
-    # as Theano's: not when the graph uses sigmoid(x) too (its gradient, sigm * (1 - sigm))
+    # also where sigmoid(x) has other readers (Theano's did not fire there): the logistic
+    # regression tutorial's gradient of log(1 - p), p read by log(p) too, stays finite
+    allow_multiple_clients=True,
     retype=_stable,
 )
 rewrites.specialize("stability")(local_1msigmoid)
