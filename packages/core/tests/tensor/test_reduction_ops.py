@@ -91,12 +91,20 @@ def test_names_follow_theano() -> None:
     # Theano 1.0.5: str(T.max(x, axis=1)) == "max"; the outputs are named max and argmax
     assert str(T.max(x, axis=1)) == "max" and str(T.argmax(x)) == "argmax"
     assert str(T.argmax(x).owner.op) == "MaxAndArgmax{axis=(0, 1)}"
-    assert str(T.prod(x, axis=0).owner.op) == "Prod{axis=[0], acc_dtype=float64}"
-    assert str(T.prod(T.bmatrix()).owner.op) == "Prod{acc_dtype=int64}"
+    # Theano 1.0.5 printed Prod and ProdWithoutZeros from their props
+    assert str(T.prod(x, axis=0).owner.op) == (
+        "Prod{axis=(0,), dtype='float32', acc_dtype='float64'}"
+    )
+    assert str(T.prod(T.bmatrix()).owner.op) == (
+        "Prod{axis=None, dtype='int64', acc_dtype='int64'}"
+    )
+    assert str(T.prod(x, axis=[0, 1]).owner.op) == (
+        "Prod{axis=(0, 1), dtype='float32', acc_dtype='float64'}"
+    )
     assert str(T.all(x).owner.op) == "All" and str(T.any(x, axis=1).owner.op) == "Any{1}"
     assert str(Argmax((1,))) == "Argmax{axis=(1,)}"
     assert str(ProdWithoutZeros(axis=0).make_node(x).op) == (
-        "ProdWithoutZeros{axis=[0], acc_dtype=float64}"
+        "ProdWithoutZeros{axis=(0,), dtype='float32', acc_dtype='float64'}"
     )
 
 

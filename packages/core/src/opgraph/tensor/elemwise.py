@@ -618,6 +618,10 @@ class CAReduceDtype(CAReduce):
 
     def __str__(self) -> str:
         name = type(self).__name__
+        if name in ("Prod", "ProdWithoutZeros"):
+            # Theano printed these from their props: Prod{axis=(0,), dtype='float32', ...}
+            axis = None if self.axis is None else tuple(self.axis)
+            return f"{name}{{axis={axis!r}, dtype={self.dtype!r}, acc_dtype={self.acc_dtype!r}}}"
         if name == "CAReduceDtype":
             name = f"ReduceDtype{{{self.scalar_op}}}"
         axis = "" if self.axis is None else f"axis=[{', '.join(map(str, self.axis))}], "
@@ -693,7 +697,9 @@ def _expand_reduced(v: Variable, ndim: int, axes: Sequence[int]) -> Variable:
 
 
 class Prod(CAReduceDtype):
-    """Product over ``axis`` (all axes when None); printed ``Prod{axis=[0], acc_dtype=float64}``.
+    """Product over ``axis`` (all axes when None).
+
+    Printed as Theano printed it: ``Prod{axis=(0,), dtype='float64', acc_dtype='float64'}``.
 
     The gradient handles zeros exactly (Theano's method): a group without zeros gets
     ``gz * prod / x``; in a group with a single zero only that entry gets the product of the
