@@ -442,6 +442,10 @@ CASES = {
             " |x [id C]\n"
         ),
     ),
+    "prod": (
+        lambda: ([x], T.prod(x)),
+        ("Prod{axis=None, dtype='float64', acc_dtype='float64'} [id A] ''   0\n |x [id B]\n"),
+    ),
 }
 
 
