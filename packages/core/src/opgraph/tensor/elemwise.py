@@ -616,12 +616,17 @@ class CAReduceDtype(CAReduce):
     def _acc_dtype(self, idtype: np.dtype) -> typing.Any:
         return self.acc_dtype
 
+    def _str_from_props(self) -> str:
+        """``Prod{axis=(0,), dtype='float32', acc_dtype='float64'}``: how Theano printed the
+        reductions without a printing of their own (built from their props)."""
+        axis = None if self.axis is None else tuple(self.axis)
+        return (
+            f"{type(self).__name__}{{axis={axis!r}, dtype={self.dtype!r}, "
+            f"acc_dtype={self.acc_dtype!r}}}"
+        )
+
     def __str__(self) -> str:
         name = type(self).__name__
-        if name in ("Prod", "ProdWithoutZeros"):
-            # Theano printed these from their props: Prod{axis=(0,), dtype='float32', ...}
-            axis = None if self.axis is None else tuple(self.axis)
-            return f"{name}{{axis={axis!r}, dtype={self.dtype!r}, acc_dtype={self.acc_dtype!r}}}"
         if name == "CAReduceDtype":
             name = f"ReduceDtype{{{self.scalar_op}}}"
         axis = "" if self.axis is None else f"axis=[{', '.join(map(str, self.axis))}], "
@@ -708,6 +713,7 @@ class Prod(CAReduceDtype):
     """
 
     __props__ = ("axis", "dtype", "acc_dtype", "no_zeros_in_input")
+    __str__ = CAReduceDtype._str_from_props
 
     def __init__(
         self,
@@ -763,6 +769,7 @@ class ProdWithoutZeros(CAReduceDtype):
     ``Prod``'s gradient. It has no gradient itself (second derivatives of prod)."""
 
     __props__ = ("axis", "dtype", "acc_dtype")
+    __str__ = CAReduceDtype._str_from_props
 
     def __init__(
         self,
