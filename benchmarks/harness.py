@@ -14,12 +14,12 @@ when absent. They are never required.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.util
 import os
 import platform
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -258,48 +258,68 @@ def norm_check(got: Sequence[Any], ref: Sequence[Any], rtol: float = 1e-8) -> st
 
 # --------------------------------------------------------------------------- memory bound
 
-#: Bytes each thread streams when the bandwidth is measured (past every cache).
-_STREAM_BYTES = 64 * 2**20
+#: Rounds of each streaming operation when a case's memory bound is measured.
+_STREAM_ROUNDS = 15
 
 
-@functools.cache
-def stream_bandwidth() -> dict[str, float]:
-    """The machine's memory bandwidth in bytes/s on every usable CPU, measured once:
-    ``copy`` (NumPy's ``copyto``: bytes read plus bytes written) and ``read`` (NumPy's
-    ``sum``: bytes read), one thread per CPU on its own part (NumPy releases the GIL),
-    best of 7 rounds. It is the limit a streaming kernel cannot beat."""
+def _stream_ops(read: int, written: int) -> list[Callable[[int, int], Any]]:
+    """Streaming operations over ``read`` bytes in (and ``written`` out), as
+    ``op(part, parts)`` doing part ``part`` of ``parts``: the copy ``copyto`` when bytes
+    are written; otherwise reductions that only read (``max`` and ``sum``: the faster
+    NumPy kernel on this CPU sets the bound)."""
+    src = np.ones(max(1, read // 8))
+    if written:
+        dst = np.empty(max(1, written // 8))
+        n = min(src.size, dst.size)
+
+        def copy(k: int, parts: int) -> None:
+            lo, hi = n * k // parts, n * (k + 1) // parts
+            np.copyto(dst[lo:hi], src[lo:hi])
+
+        return [copy]
+
+    def reducer(fn: Callable[[np.ndarray], Any]) -> Callable[[int, int], Any]:
+        def op(k: int, parts: int) -> Any:
+            return fn(src[src.size * k // parts : src.size * (k + 1) // parts])
+
+        return op
+
+    return [reducer(np.max), reducer(np.sum)]
+
+
+def stream_time(read: int, written: int = 0) -> float:
+    """The fewest seconds this machine takes, now, to stream ``read`` bytes in (and
+    ``written`` bytes out): buffers of those very sizes, so that they sit in the same
+    level of the cache hierarchy as the case's own data (this VM's 260 MiB L3 holds
+    some cases and not others), split between one thread per usable CPU and also
+    run on one thread (a busy machine may give one thread the better time), best of
+    :data:`_STREAM_ROUNDS` rounds of every operation. NumPy's kernels release the
+    GIL, so the threads run in parallel. It is the limit a streaming kernel cannot
+    beat."""
     import threading
-    import time
 
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    n = max(1, cpus or 1)
-    count = _STREAM_BYTES // 8
-    src = [np.ones(count) for _ in range(n)]
-    dst = [np.empty(count) for _ in range(n)]
-    ops = {
-        "copy": (lambda k: np.copyto(dst[k], src[k]), 2 * count * 8 * n),
-        "read": (lambda k: src[k].sum(), count * 8 * n),
-    }
-    out = {}
-    for name, (op, nbytes) in ops.items():
-        best = float("inf")
-        for _ in range(7):
-            threads = [threading.Thread(target=op, args=(k,)) for k in range(n)]
-            start = time.perf_counter()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            best = min(best, time.perf_counter() - start)
-        out[name] = nbytes / best
-    return out
+    best = float("inf")
+    for op in _stream_ops(read, written):
+        for parts in sorted({1, max(1, cpus or 1)}):
+            op(0, 1)  # touch every page before timing
+            for _ in range(_STREAM_ROUNDS):
+                threads = [threading.Thread(target=op, args=(k, parts)) for k in range(parts)]
+                start = time.perf_counter()
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                best = min(best, time.perf_counter() - start)
+    return best
 
 
 def memory_bound(table: Table, case: str, read: int, written: int = 0) -> None:
-    """Add the case's memory-bound row (``read`` and ``written`` bytes at
-    :func:`stream_bandwidth`) and a note with each opgraph row's time over it."""
-    rate = stream_bandwidth()["copy" if written else "read"]
-    seconds = (read + written) / rate
+    """Add the case's memory-bound row (:func:`stream_time` of its ``read`` and
+    ``written`` bytes, measured now, right after the case's engines) and a note with
+    each opgraph row's time over it."""
+    seconds = stream_time(read, written)
+    rate = (read + written) / seconds
     table.add(Row(case, "memory bound", timing=Timing.of([seconds]), check="stream limit"))
     for row in table.rows:
         if row.case == case and row.engine.startswith("opgraph") and row.timing is not None:
