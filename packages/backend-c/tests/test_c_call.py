@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 import opgraph.tensor as T
-from opgraph.compile.function import function
+from opgraph.compile.function import Function, function
 from opgraph.compile.io import In, Out
 from opgraph.compile.mode import Mode
 from opgraph.compile.ops import as_op
 from opgraph.compile.sharedvalue import shared
 from opgraph.testing import assert_allclose
-from opgraph_c._vm import Caller
+from opgraph_c._vm import Caller, CallStar
 
 LINKERS = ("py", "c")
 
@@ -79,10 +79,14 @@ def test_c_functions_call_through_the_compiled_caller() -> None:
     f = function([x], x + 1, mode=_mode("c"))
     assert isinstance(f._caller, Caller)
     assert f._fast.__self__ is f._caller
+    assert isinstance(f.__call__, CallStar)  # f(...) runs the caller with no Python frame
     assert f(np.array(1.5)) == 2.5
     assert f(1.5) == 2.5
+    assert f(x=1.5) == 2.5  # keywords reach the Python path through the caller
     g = function([x], x + 1, mode=_mode("py"))
     assert g._caller is None  # core's own VM offers no caller: the Python path runs
+    assert g.__call__.__func__ is Function._python_call
+    assert g(1.5) == 2.5
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32", "uint8", "complex128"])
@@ -369,8 +373,10 @@ def test_profile_copy_and_pickle_keep_the_fast_path(rng: np.random.Generator) ->
     q.profile = ProfileStats(message="late")
     q(xv)
     assert q._fast is None and q.profile.fct_callcount == 1
+    assert q.__call__.__func__ is Function._python_call
     q.profile = None
     assert q._fast.__self__ is q._caller
+    assert isinstance(q.__call__, CallStar)
     assert_allclose(q(xv), np.exp(xv))
 
 
@@ -490,6 +496,53 @@ def test_concurrent_calls_of_one_function_are_serialized(rng: np.random.Generato
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_contended_calls_hand_over_their_turn_and_failures_release_it() -> None:
+    """Threads queue on one function; each finishing call, failed or not, passes its turn
+    on: every call runs once, alone, and the function is free afterwards."""
+    x = T.dvector("x")
+    running = [0]
+    overlaps: list[int] = []
+
+    @as_op(itypes=[T.dvector], otypes=[T.dvector])
+    def guarded(v):
+        running[0] += 1
+        if running[0] != 1:
+            overlaps.append(running[0])
+        time.sleep(0.0001)  # gives up the GIL: another thread tries to call meanwhile
+        running[0] -= 1
+        if v[0] < 0:
+            raise ValueError("negative input")
+        return v * 2
+
+    f = function([x], guarded(x) + 1, mode=_mode("c"))
+    results: list[tuple[int, str]] = []
+
+    def work(k: int) -> None:
+        for i in range(40):
+            sign = -1.0 if (i + k) % 3 == 0 else 1.0
+            try:
+                got = f(np.full(2, sign * k))
+                results.append((k, "ok" if np.array_equal(got, np.full(2, 2 * k + 1.0)) else "bad"))
+            except ValueError as exc:
+                results.append((k, "raised" if "negative input" in str(exc) else "bad"))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(1, 7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a call never got its turn"
+    assert not overlaps
+    assert len(results) == 6 * 40 and all(r != "bad" for _, r in results)
+    assert sum(r == "raised" for _, r in results) == sum(
+        (i + k) % 3 == 0 for k in range(1, 7) for i in range(40)
+    )
+    done = threading.Thread(target=lambda: results.append((0, str(f(np.ones(2))))))
+    done.start()
+    done.join(timeout=10)
+    assert not done.is_alive() and results[-1] == (0, str(np.full(2, 3.0)))
 
 
 def test_a_function_calling_itself_raises() -> None:

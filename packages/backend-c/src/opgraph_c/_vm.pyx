@@ -384,7 +384,8 @@ cdef object _zero_d(int typenum, double d, long long v, bint use_int):
 cdef class Caller:
     """A compiled function's call in C: ``Function.__call__`` when the C VM runs the graph.
 
-    Called as ``caller(args, kwargs)`` or ``caller.call(args, kwargs)``. With exactly one
+    Called as ``caller(args, kwargs)``, ``caller.call(args, kwargs)`` or, with the
+    function's own signature, ``caller.star(*args, **kwargs)``. With exactly one
     positional argument per input and no keywords, it does the whole call here: an argument
     that is an exact ndarray of its TensorType's dtype, ndim and fixed lengths is stored as
     it is (what ``filter`` would return); for a 0-d input that is not ``strict``, a Python
@@ -432,8 +433,14 @@ cdef class Caller:
     cdef object runner, updates, output_keys, fallback, input_error, label
     cdef bint c_runner, single, return_none
     cdef list out_cells, clear_in, clear_out
+    # Calls from several threads run one after the other. An uncontended call only sets
+    # ``busy`` (the GIL makes its test-and-set atomic: no lock call, no clock read); a
+    # thread finding it set counts itself in ``waiters`` and blocks on ``lock``, kept
+    # acquired as a semaphore that the finishing call releases to hand its turn over.
     cdef PyThread_type_lock lock
     cdef unsigned long owner
+    cdef bint busy
+    cdef Py_ssize_t waiters
     cdef public bint trust_input
     cdef tuple acquires, releases
     cdef Py_ssize_t n_locks
@@ -443,9 +450,7 @@ cdef class Caller:
     cdef object __weakref__
 
     def __cinit__(self, *args, **kwargs):
-        self.lock = PyThread_allocate_lock()
-        if self.lock == NULL:
-            raise MemoryError()
+        self.lock = _held_lock()
 
     def __init__(self, list inputs, object runner, object updates, list outputs,
                  list clear_in, list clear_out, bint unpack_single, bint return_none,
@@ -537,14 +542,18 @@ cdef class Caller:
         return 0
 
     cdef void _reinit_lock(self):
-        """In a forked child: drop a lock a thread that does not exist here held."""
+        """In a forked child: free the turn a thread that does not exist here held."""
         cdef PyThread_type_lock fresh
+        self.waiters = 0  # the waiting threads do not exist here either
         if self.owner == PyThread_get_thread_ident():
             return  # the forking thread's own call goes on in the child
-        fresh = PyThread_allocate_lock()
-        if fresh != NULL:
-            PyThread_free_lock(self.lock)
-            self.lock = fresh
+        try:
+            fresh = _held_lock()
+        except MemoryError:
+            return
+        PyThread_free_lock(self.lock)
+        self.lock = fresh
+        self.busy = False
         self.owner = 0
 
     cdef int _hold(self) except -1:
@@ -585,16 +594,29 @@ cdef class Caller:
 
     def call(self, tuple args, dict kwargs):
         """``caller(args, kwargs)`` as a method (cheaper to call from Python, as bound)."""
+        return self._dispatch(args, kwargs)
+
+    @property
+    def star(self):
+        """The call with the function's own signature, ``star(*args, **kwargs)``:
+        ``Function.__call__`` hands it out, so that a call runs no Python frame."""
+        return CallStar(self)
+
+    cdef object _dispatch(self, tuple args, dict kwargs):
         cdef unsigned long me = PyThread_get_thread_ident()
-        if not PyThread_acquire_lock(self.lock, NOWAIT_LOCK):
+        if self.busy or self.waiters:  # another call runs, or is next: wait for a turn
             if self.owner == me:
                 raise RuntimeError(
                     f"{self.label} was called while it is already running in the same "
                     "thread (from inside one of its own nodes); a function cannot call "
                     "itself.\nHINT: call a copy of it instead (f.copy())."
                 )
+            self.waiters += 1
             with nogil:
                 PyThread_acquire_lock(self.lock, WAIT_LOCK)
+            self.waiters -= 1  # handed the turn: busy stays set
+        else:
+            self.busy = True
         self.owner = me
         try:
             if kwargs or len(args) != self.n_in:
@@ -602,7 +624,10 @@ cdef class Caller:
             return self._call(args)
         finally:
             self.owner = 0
-            PyThread_release_lock(self.lock)
+            if self.waiters:
+                PyThread_release_lock(self.lock)  # the turn passes to one waiting thread
+            else:
+                self.busy = False
 
     cdef inline bint _fits(self, object value, Py_ssize_t i):
         """True if ``value`` is an ndarray that input ``i``'s filter returns unchanged."""
@@ -709,6 +734,27 @@ cdef class Caller:
         if self.return_none:
             return None
         return outputs
+
+
+cdef class CallStar:
+    """A :class:`Caller` called as the function itself: ``star(*args, **kwargs)``."""
+
+    cdef Caller caller
+
+    def __cinit__(self, Caller caller):
+        self.caller = caller
+
+    def __call__(self, *args, **kwargs):
+        return self.caller._dispatch(args, kwargs)
+
+
+cdef PyThread_type_lock _held_lock() except NULL:
+    """A new lock, already acquired: a semaphore at zero, released to hand over a turn."""
+    cdef PyThread_type_lock lock = PyThread_allocate_lock()
+    if lock == NULL:
+        raise MemoryError()
+    PyThread_acquire_lock(lock, NOWAIT_LOCK)
+    return lock
 
 
 # Every live Caller, for _reinit_locks_in_child.

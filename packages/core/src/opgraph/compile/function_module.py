@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import copy as _copy
 import gc
+import operator
 import os
 import threading
 import time
@@ -263,10 +264,15 @@ class Function:
         self._profile = value
         caller = self._caller if value is None else None
         self._fast = getattr(caller, "call", caller)
+        star = getattr(caller, "star", None)
+        if star is not None:
+            self._call_entry = star
+        else:
+            self.__dict__.pop("_call_entry", None)
 
     # ------------------------------------------------------------------ calling
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def _python_call(self, *args: Any, **kwargs: Any) -> Any:
         """Run the function: positional arguments in input order, or by input name."""
         fast = self._fast
         if fast is not None:
@@ -280,6 +286,17 @@ class Function:
         finally:
             self._owner = None
             lock.release()
+
+    #: What a call runs: this Python method, or the compiled caller's ``star(*args,
+    #: **kwargs)`` (set on the instance) when it has one.
+    _call_entry = _python_call
+
+    #: ``f(*args, **kwargs)`` runs ``f._call_entry``, found by C code (a property over
+    #: attrgetter), so that a compiled caller's call costs no Python frame here.
+    __call__ = property(
+        operator.attrgetter("_call_entry"),
+        doc="Run the function: positional arguments in input order, or by input name.",
+    )
 
     def _wait_for(self, lock: threading.Lock) -> None:
         """Wait for another thread's call to finish; a call from inside this one raises."""

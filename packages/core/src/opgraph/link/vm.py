@@ -236,8 +236,11 @@ class VM:
         :class:`~opgraph.compile.function.Function` calls the returned
         ``caller(args, kwargs)`` (its ``call`` method when it has one) instead of its Python
         path, ``plan.fallback``. The caller must behave exactly like ``plan.fallback(args,
-        kwargs)`` and may hand it any call it does not handle itself. This VM has no compiled
-        path: it returns None (backend-c's ``CVM`` overrides it).
+        kwargs)`` and may hand it any call it does not handle itself. A caller may also
+        offer ``star``, the same call with the function's own signature
+        (``star(*args, **kwargs)``): ``f(...)`` then runs it with no Python frame in
+        between. This VM has no compiled path: it returns None (backend-c's ``CVM``
+        overrides it).
 
         A function with shared variables or in-place inputs calls the caller's
         ``guard(locks, unalias, relock=None, generation_box=None)``: hold ``locks`` (in that
