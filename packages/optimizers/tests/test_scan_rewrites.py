@@ -31,8 +31,10 @@ from opgraph.scan_module.scan_op import Scan
 from opgraph.scan_module.scan_utils import ScanInfo
 from opgraph.tensor.axes import shape_padleft
 from opgraph.tensor.basic import unbroadcast
+from opgraph.tensor.dot import Dot
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
 from opgraph.tensor.type import TensorType
+from opgraph.testing import verify_grad
 from opgraph_optimizers.merge import MergeOptimizer
 from opgraph_optimizers.scan import (
     ScanMerge,
@@ -113,6 +115,7 @@ def test_registered_with_theano_tags_and_positions() -> None:
         "scan_remove_constants_and_unused_inputs0",
         "scan_pushout_nonseqs_ops",
         "scan_pushout_seqs_ops",
+        "scan_pushout_output",
     ]
     assert {"scan_merge", "scan_remove_constants_and_unused_inputs1"} <= set(optdb["scan_eqopt2"])
 
@@ -261,6 +264,153 @@ def test_push_out_with_symbolic_negative_n_steps() -> None:
     vals = [RNG.normal(size=(5, 2)), RNG.normal(size=2)]
     for steps in (3, -3, 5, -5):
         _compare([xs, h0, n], out, [*vals, steps])
+
+
+# ---------------------------------------------------------------------------- accumulated products
+
+
+def _accumulate(a: Any, b: Any, acc: Any) -> Any:
+    return acc + T.dot(a, b)
+
+
+def _tol() -> dict[str, float]:
+    return {"rtol": 1e-5, "atol": 1e-5} if config.floatX == "float32" else {"rtol": 1e-10}
+
+
+def test_push_out_output_turns_a_sum_of_products_into_one_product() -> None:
+    # acc = acc0 + sum_t A_t B_t: both operands are sequences, so no loop is left at all.
+    A, B, acc0 = T.tensor3("A"), T.tensor3("B"), T.matrix("acc0")
+    out, _ = opgraph.scan(_accumulate, sequences=[A, B], outputs_info=[acc0])
+    a, b = RNG.normal(size=(5, 3, 4)), RNG.normal(size=(6, 4, 2))  # B is longer: 5 steps
+    c = RNG.normal(size=(3, 2))
+    f = _compare([A, B, acc0], out[-1], [a, b, c])
+    assert _scans(f) == []
+    want = c + sum(a[t] @ b[t] for t in range(5))
+    assert_allclose(f(a, b, c), want, **_tol())
+    assert_allclose(f(a[:0], b[:0], c), c)  # no step: the initial value
+    kept = function([A, B, acc0], out[-1], mode=get_mode(None).excluding("scan_pushout_output"))
+    (node,) = _scans(kept)
+    assert any(isinstance(n.op, Dot) or "Gemm" in str(n.op) for n in _inner_nodes(node))
+    assert_allclose(kept(a, b, c), want, **_tol())
+
+
+@pytest.mark.parametrize("go_backwards", [False, True])
+def test_push_out_output_reads_a_recurrence_through_its_buffer(go_backwards: bool) -> None:
+    # A weight gradient accumulated through time: acc += h_t.T d_t, h_t a recurrence.
+    X, D, h0, W = T.tensor3("X"), T.tensor3("D"), T.matrix("h0"), T.matrix("W")
+
+    def step(x: Any, d: Any, h: Any, acc: Any, W: Any) -> Any:
+        h_new = T.tanh(T.dot(h, W) + x)
+        return [h_new, acc + T.dot(h_new.T, d)]
+
+    (hs, accs), _ = opgraph.scan(
+        step,
+        sequences=[X, D],
+        outputs_info=[h0, T.zeros_like(W)],
+        non_sequences=[W],
+        go_backwards=go_backwards,
+    )
+    x, d = RNG.normal(size=(5, 3, 4)), RNG.normal(size=(5, 3, 4))
+    start, w = RNG.normal(size=(3, 4)), RNG.normal(size=(4, 4)) * 0.5
+    f = _compare([X, D, h0, W], [hs, accs[-1]], [x, d, start, w])
+    (node,) = _scans(f)
+    assert node.op.info.n_rec == 1 and node.op.info.n_nit_sot == 0  # only h stays
+    assert sum(isinstance(n.op, Dot) for n in _inner_nodes(node)) == 1  # dot(h, W) only
+    h, acc, want_h = start, np.zeros((4, 4)), []
+    for t in range(4, -1, -1) if go_backwards else range(5):
+        h = np.tanh(h @ w + x[t])
+        want_h.append(h)
+        acc = acc + h.T @ d[t]
+    got_h, got_acc = f(x, d, start, w)
+    assert_allclose(got_h, np.array(want_h), **_tol())
+    assert_allclose(got_acc, acc, **_tol())
+
+
+def test_push_out_output_stacks_other_step_values_as_new_outputs() -> None:
+    # The left operand is computed from the recurrence's previous value: the loop now
+    # returns it at every step (a new nit_sot output) instead of accumulating.
+    X, h0, acc0 = T.tensor3("X"), T.matrix("h0"), T.matrix("acc0")
+
+    def step(x: Any, h: Any, acc: Any) -> Any:
+        return [T.tanh(h + x), acc + T.dot(T.sqr(h), x.T)]
+
+    (hs, accs), _ = opgraph.scan(step, sequences=[X], outputs_info=[h0, acc0])
+    x, start, c = RNG.normal(size=(5, 3, 4)), RNG.normal(size=(3, 4)), RNG.normal(size=(3, 3))
+    f = _compare([X, h0, acc0], [hs[-1], accs[-1]], [x, start, c])
+    (node,) = _scans(f)
+    assert node.op.info.n_nit_sot == 1 and node.op.info.n_rec == 1
+    h, acc = start, c
+    for t in range(5):
+        h, acc = np.tanh(h + x[t]), acc + np.square(h) @ x[t].T
+    got = f(x, start, c)
+    assert_allclose(got[0], h, **_tol())
+    assert_allclose(got[1], acc, **_tol())
+
+
+def test_push_out_output_with_symbolic_negative_n_steps() -> None:
+    # A negative n_steps runs over the last entries, backwards (scan() gives the loop
+    # abs(n) steps over reversed sequences): the entries read are still the sequences'.
+    A, B, acc0, n = T.tensor3("A"), T.tensor3("B"), T.matrix("acc0"), T.lscalar("n")
+    out, _ = opgraph.scan(_accumulate, sequences=[A, B], outputs_info=[acc0], n_steps=n)
+    a, b, c = RNG.normal(size=(5, 3, 4)), RNG.normal(size=(5, 4, 2)), RNG.normal(size=(3, 2))
+    for steps in (3, -3, 5, -5):
+        f = _compare([A, B, acc0, n], out[-1], [a, b, c, steps])
+        picked = range(steps) if steps >= 0 else range(5 + steps, 5)
+        assert_allclose(f(a, b, c, steps), c + sum(a[t] @ b[t] for t in picked), **_tol())
+    assert _scans(f) == []
+    # No step: the initial value, as in Theano (scan()'s out[-1] is an IndexError without
+    # the rewrite: out has no entry).
+    assert_allclose(f(a, b, c, 0), c)
+
+
+def test_push_out_output_leaves_other_loops_alone() -> None:
+    A, B, acc0 = T.tensor3("A"), T.tensor3("B"), T.matrix("acc0")
+    vals = [RNG.normal(size=(4, 3, 3)), RNG.normal(size=(4, 3, 3)), RNG.normal(size=(3, 3))]
+
+    def dots(f: Any) -> int:
+        return sum(
+            "dot" in str(n.op).lower() or "Gemm" in str(n.op)
+            for node in _scans(f)
+            for n in _inner_nodes(node)
+        )
+
+    # Every accumulated value is read, not only the last.
+    out, _ = opgraph.scan(_accumulate, sequences=[A, B], outputs_info=[acc0])
+    assert dots(_compare([A, B, acc0], out, vals)) == 1
+    # The product is needed in the loop too.
+    both, _ = opgraph.scan(
+        lambda a, b, acc: [acc + T.dot(a, b), T.dot(a, b).sum()],
+        sequences=[A, B],
+        outputs_info=[acc0, None],
+    )
+    assert dots(_compare([A, B, acc0], [both[0][-1], both[1]], vals)) >= 1
+    # An operand that reads the accumulator itself.
+    own, _ = opgraph.scan(lambda b, acc: acc + T.dot(acc, b), sequences=[B], outputs_info=[acc0])
+    assert dots(_compare([B, acc0], own[-1], vals[1:])) == 1
+    # A loop that may stop early.
+    until, _ = opgraph.scan(
+        lambda a, b, acc: (acc + T.dot(a, b), opgraph.scan_module.until(acc.sum() > 1e9)),
+        sequences=[A, B],
+        outputs_info=[acc0],
+    )
+    g = function([A, B, acc0], until[-1], mode=Mode(linker="py", optimizer="fast_run"))
+    assert dots(g) == 1
+    assert_allclose(g(*vals), vals[2] + sum(vals[0][t] @ vals[1][t] for t in range(4)), **_tol())
+
+
+def test_push_out_output_gradient() -> None:
+    A, B, acc0 = T.tensor3("A"), T.tensor3("B"), T.matrix("acc0")
+    out, _ = opgraph.scan(_accumulate, sequences=[A, B], outputs_info=[acc0])
+    cost = (T.tanh(out[-1]) ** 2).sum()
+    grads = opgraph.grad(cost, [A, B, acc0])
+    vals = [RNG.normal(size=(4, 3, 2)), RNG.normal(size=(4, 2, 3)), RNG.normal(size=(3, 3))]
+    _compare([A, B, acc0], grads, vals)
+
+    def fn(a: Any, b: Any, c: Any) -> Any:
+        res, _ = opgraph.scan(_accumulate, sequences=[a, b], outputs_info=[c])
+        return T.tanh(res[-1])
+
+    verify_grad(fn, [v.astype(config.floatX) for v in vals], rng=np.random.default_rng(1))
 
 
 # ---------------------------------------------------------------------------- save memory
@@ -496,6 +646,55 @@ def test_dependent_loops_do_not_merge() -> None:
     vals = [RNG.normal(size=(5, 3)), RNG.normal(size=3), RNG.normal(size=3)]
     f = _compare([xs, h0, c0], [hs, cs], vals)
     assert len(_scans(f)) == 2
+
+
+def test_outputs_computing_the_same_values_become_one() -> None:
+    # Two loops over the same steps merge (scan_merge); their equal outputs then become
+    # one (scan_merge_inouts): a nit_sot pair and a sit_sot pair with the same start.
+    xs, h0 = T.matrix("xs"), T.vector("h0")
+    e1, _ = opgraph.scan(lambda x: T.exp(x) * 2, sequences=[xs])
+    e2, _ = opgraph.scan(lambda x: T.exp(x) * 2, sequences=[xs])
+    r1, _ = opgraph.scan(lambda x, h: T.tanh(h + x), sequences=[xs], outputs_info=[h0])
+    r2, _ = opgraph.scan(lambda x, h: T.tanh(h + x), sequences=[xs], outputs_info=[h0])
+    vals = [RNG.normal(size=(5, 3)), RNG.normal(size=3)]
+    f = _compare([xs, h0], [e1, e2 + 1, r1, r2 * 3], vals)
+    (node,) = _scans(f)
+    assert node.op.info.n_nit_sot == 1 and node.op.info.n_rec == 1
+    e, r = np.exp(vals[0]) * 2, []
+    h = vals[1]
+    for x in vals[0]:
+        h = np.tanh(h + x)
+        r.append(h)
+    got = f(*vals)
+    assert_allclose(got[1], e + 1)
+    assert_allclose(got[3], np.array(r) * 3)
+    # One loop whose step returns the same computation twice.
+    (p1, p2), _ = opgraph.scan(lambda x: [T.exp(x) * 2, T.exp(x) * 2], sequences=[xs])
+    g = _compare([xs], [p1, p2 + 1], vals[:1])
+    assert _scans(g)[0].op.info.n_nit_sot == 1
+    kept = function([xs], [p1, p2 + 1], mode=get_mode(None).excluding("scan_merge_inouts"))
+    assert _scans(kept)[0].op.info.n_nit_sot == 2
+
+
+def test_recurrences_differing_somewhere_in_their_chain_stay_apart() -> None:
+    # r1 and r3 share a start and a step function, but r3 reads r2, which differs from r1:
+    # assuming r2 == r1 would make r3 == r1 look consistent; only r1 and r4 are the same.
+    h0 = T.vector("h0")
+
+    def step(h1: Any, h2: Any, h3: Any, h4: Any) -> Any:
+        return [h1 * 0.5 + 1, h2 * 0.3, h2 * 0.5 + 1, h4 * 0.5 + 1]
+
+    outs, _ = opgraph.scan(step, outputs_info=[h0, h0, h0, h0], n_steps=4)
+    start = RNG.normal(size=3)
+    f = _compare([h0], outs, [start])
+    (node,) = _scans(f)
+    assert node.op.info.n_rec == 3
+    h = [start] * 4
+    for _ in range(4):
+        h = [h[0] * 0.5 + 1, h[1] * 0.3, h[1] * 0.5 + 1, h[3] * 0.5 + 1]
+    got = f(start)
+    for g, w in zip(got, h, strict=True):
+        assert_allclose(g[-1], w)
 
 
 def test_nested_scan() -> None:

@@ -13,6 +13,7 @@ rewrite                                   position  what it does
  - ``scan_remove_constants_and_unused_``            the same rewrite again (after merging)
    ``inputs1``
  - ``scan_merge``                                   :class:`ScanMerge`
+ - ``scan_merge_inouts``                            :func:`scan_merge_inouts`
 ``scan_save_mem``                         1.61      :func:`scan_save_mem`
 ========================================  ========  =========================================
 
@@ -32,14 +33,19 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from opgraph.graph.basic import Apply, Constant, Variable
 from opgraph.graph.clone import clone_replace
 from opgraph.graph.traversal import ancestors, io_toposort
 from opgraph.rewriting import GraphRewriter, in2out, node_rewriter
 from opgraph.rewriting.db import EquilibriumDB, SequenceDB
+from opgraph.scalar.basic import Abs, Add, Cast, Maximum, Minimum
 from opgraph.scan_module.scan_op import Scan
+from opgraph.tensor.basic import ScalarFromTensor, TensorFromScalar
 from opgraph.tensor.dot import Dot
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
+from opgraph.tensor.shape import Shape, Shape_i
 from opgraph.tensor.subtensor_basic import Subtensor
 from opgraph.tensor.type import TensorType
 from opgraph_optimizers.registry import rewrites
@@ -47,10 +53,12 @@ from opgraph_optimizers.registry import rewrites
 __all__ = [
     "ScanMerge",
     "push_out_non_seq_scan",
+    "push_out_scan_output",
     "push_out_seq_scan",
     "remove_constants_and_unused_inputs_scan",
     "scan_eqopt1",
     "scan_eqopt2",
+    "scan_merge_inouts",
     "scan_save_mem",
 ]
 
@@ -480,6 +488,183 @@ def _push_seq_node(
     return out if entry == n.outputs[0].type else None
 
 
+# ---------------------------------------------------------------------------- accumulated products
+
+
+def _nonnegative(v: Variable) -> bool:
+    """Whether integer ``v`` is known never to be negative: a constant, a shape, an
+    absolute value, and casts, indices, minima and maxima of such values (scan() gives
+    ``n_steps`` as the shortest sequence's length)."""
+    if isinstance(v, Constant):
+        return bool(np.all(np.asarray(v.data) >= 0))
+    owner = v.owner
+    if owner is None:
+        return False
+    op = owner.op
+    if isinstance(op, (Shape, Shape_i)):
+        return True
+    if isinstance(op, Elemwise):
+        scalar = op.scalar_op
+        if isinstance(scalar, Abs):
+            return True
+        if isinstance(scalar, (Cast, Minimum)):
+            return all(_nonnegative(i) for i in owner.inputs)
+        if isinstance(scalar, Maximum):
+            return any(_nonnegative(i) for i in owner.inputs)
+        return False
+    if isinstance(op, (Subtensor, ScalarFromTensor, TensorFromScalar)):
+        return _nonnegative(owner.inputs[0])
+    return False
+
+
+def _inner_clients(inner_outs: Sequence[Variable], inner_ins: Sequence[Variable]) -> dict:
+    """How many times each inner variable is read (by inner nodes and as an inner output)."""
+    count: dict[Variable, int] = {}
+    for n in io_toposort(list(inner_ins), list(inner_outs)):
+        for i in n.inputs:
+            count[i] = count.get(i, 0) + 1
+    for v in inner_outs:
+        count[v] = count.get(v, 0) + 1
+    return count
+
+
+def _last_entry_readers(fgraph: Any, var: Variable) -> list[Variable] | None:
+    """The outputs of the nodes reading only ``var[-1]`` (directly, or through scan()'s
+    ``buf[1:]``) when those are all ``var``'s readers, else None."""
+    found = _kept_entries(fgraph, var, 1)
+    if found is None or found[0] != 1:
+        return None
+    last = []
+    for chain in found[1]:
+        reader = chain[-1]
+        idx = reader.op.get_constant_idx(reader.inputs, allow_partial=True)
+        if len(idx) != 1 or idx[0] != -1:
+            return None  # var[-1:], or var[-1] indexed further
+        last.append(reader.outputs[0])
+    return last
+
+
+@dataclasses.dataclass
+class _Operand:
+    """One operand of an accumulated product, per step: its value in the loop, whether it
+    is used transposed (``dot(a.T, b)``: ``value`` is ``a``), and its outer stack of steps
+    once known (its steps along the first axis)."""
+
+    value: Variable
+    transposed: bool = False
+    stack: Variable | None = None
+
+
+def _operand(v: Variable) -> _Operand:
+    """``v`` as a product's operand: a transposed matrix is read through its input."""
+    shuffle = v.owner.op if v.owner is not None else None
+    if isinstance(shuffle, DimShuffle) and shuffle.new_order == (1, 0):
+        return _Operand(v.owner.inputs[0], transposed=True)
+    return _Operand(v)
+
+
+@node_rewriter([Scan])
+def push_out_scan_output(fgraph: Any, node: Apply) -> Any:
+    """Theano's ``PushOutScanOutput`` and ``PushOutDot1``: a sit_sot output that only
+    accumulates products, ``acc = acc[t-1] + dot(A_t, B_t)`` with matrices ``A_t``, ``B_t``
+    that change every step, and whose last value alone is read, becomes one product outside
+    the loop: ``acc0 + dot([A_0 A_1 ...], [B_0; B_1; ...])``. Each operand's steps come from
+    its sequence (the steps the loop reads), from a recurrent output's buffer, or from a new
+    nit_sot output; a transposed operand (``dot(h_t.T, d_t)``, a weight gradient
+    accumulated over time) is stacked untransposed. Loops with ``until`` are left alone
+    (their length is not known).
+
+    As in Theano, a loop of no step then gives ``acc0`` where scan()'s ``out[-1]`` (an
+    empty ``out``) raised IndexError."""
+    if not isinstance(node.op, Scan) or node.op.info.as_while:
+        return None
+    loop = _Loop(node)
+    inner_ins = list(node.op.inner_inputs)
+    inner_outs = loop.inner_outputs()
+    seq_outer = {inner: outer for outer, inner in loop.seqs}
+    invariant = {inner for _, inner in loop.non_seqs}
+    counts: dict | None = None
+    for r in loop.recs:
+        if r.mit or r.taps != [-1] or r.out.owner is None:
+            continue
+        add = r.out.owner
+        if not (
+            isinstance(add.op, Elemwise)
+            and isinstance(add.op.scalar_op, Add)
+            and len(add.inputs) == 2
+            and r.inner[0] in add.inputs
+        ):
+            continue
+        prod = add.inputs[1 - add.inputs.index(r.inner[0])]
+        if prod.owner is None or not isinstance(prod.owner.op, Dot) or prod.type != r.out.type:
+            continue
+        a, b = prod.owner.inputs
+        if a.type.ndim != 2 or b.type.ndim != 2:
+            continue
+        counts = counts if counts is not None else _inner_clients(inner_outs, inner_ins)
+        if counts.get(prod, 0) != 1:
+            continue  # the product is needed in the loop anyway
+        above = set(ancestors([a, b]))
+        if r.inner[0] in above or not any(v in above for v in inner_ins if v not in invariant):
+            continue  # reads the accumulator, or is the same every step
+        readers = _last_entry_readers(fgraph, node.outputs[r.old])
+        if readers is None:
+            continue
+        left, right = _operand(a), _operand(b)
+        return _accumulate_outside(loop, node, r, left, right, readers, seq_outer)
+    return None
+
+
+def _accumulate_outside(
+    loop: _Loop,
+    node: Apply,
+    rec: _Rec,
+    left: _Operand,
+    right: _Operand,
+    readers: list[Variable],
+    seq_outer: dict[Variable, Variable],
+) -> dict[Variable, Variable] | None:
+    """The replacements of :func:`push_out_scan_output` for accumulator ``rec``."""
+    n_steps = loop.n_steps
+    # Every stack lists the steps in the order of the sequences' entries (a reverse loop
+    # writes its nit_sot outputs from the end, but its recurrent buffers in step order).
+    kept = {r.out: r for r in loop.recs if r is not rec and not r.size}
+    added: list[_Operand] = []
+    from_buffer: list[tuple[_Operand, int, int]] = []
+    for operand in (left, right):
+        outer = seq_outer.get(operand.value)
+        other = kept.get(operand.value)
+        if outer is not None and _nonnegative(n_steps):
+            operand.stack = outer[:n_steps]  # the entries a forward or reverse loop reads
+        elif other is not None and not loop.info.reverse:
+            from_buffer.append((operand, other.old, -min(other.taps)))
+        else:
+            added.append(operand)
+            loop.nits.append(_Nit(operand.value, 0, -len(added)))
+    new = loop.build()
+    for k, operand in enumerate(added):
+        operand.stack = new[-1 - k]
+    for operand, old, lag in from_buffer:
+        operand.stack = new[old][lag:]  # a recurrent output's values, after its initial ones
+    acc0 = rec.outer[0]
+    rows, cols = acc0.shape[0], acc0.shape[1]
+    if left.transposed:  # a_t is (k, rows): the stack of a_t, k rows per step, transposed
+        lhs = left.stack.reshape((-1, rows), ndim=2).T
+    else:  # A_t is (rows, k): the steps side by side
+        lhs = left.stack.dimshuffle(1, 0, 2).reshape((rows, -1), ndim=2)
+    if right.transposed:  # b_t is (cols, k): each step's transpose, stacked
+        rhs = right.stack.dimshuffle(0, 2, 1).reshape((-1, cols), ndim=2)
+    else:  # B_t is (k, cols): the steps one below the other
+        rhs = right.stack.reshape((-1, cols), ndim=2)
+    total = acc0 + Dot()(lhs, rhs)
+    replace = {node.outputs[i]: v for i, v in new.items() if i >= 0}
+    for out in readers:
+        if total.type != out.type:
+            return None
+        replace[out] = total
+    return replace
+
+
 # ---------------------------------------------------------------------------- saving memory
 
 
@@ -602,6 +787,77 @@ def scan_save_mem(fgraph: Any, node: Apply) -> Any:
     return replace
 
 
+# ---------------------------------------------------------------------------- merging outputs
+
+
+def _computation_keys(
+    inputs: Sequence[Variable], outputs: Sequence[Variable], alias: dict[Variable, Variable]
+) -> dict[Variable, int]:
+    """A number per inner variable, equal for variables computing the same value: the same
+    Op on equal inputs, equal constants, or inner inputs ``alias`` makes the same."""
+    ids: dict[Any, int] = {}
+    key: dict[Variable, int] = {}
+
+    def number(k: Any) -> int:
+        return ids.setdefault(k, len(ids))
+
+    for v in inputs:
+        key[v] = number(("in", alias.get(v, v)))
+    for n in io_toposort(list(inputs), list(outputs)):
+        args = []
+        for i in n.inputs:
+            if i not in key:  # a constant (or a free variable)
+                key[i] = number(("const", i.signature()) if isinstance(i, Constant) else i)
+            args.append(key[i])
+        for k, o in enumerate(n.outputs):
+            key[o] = number((n.op, tuple(args), k))
+    return key
+
+
+@node_rewriter([Scan])
+def scan_merge_inouts(fgraph: Any, node: Apply) -> Any:
+    """Theano's ``scan_merge_inouts``: outputs of one loop that compute the same values
+    become one. Two nit_sot outputs whose inner values are the same computation; two
+    recurrent outputs with the same initial value, taps and buffer whose inner values are
+    the same computation once their taps are identified (then their every entry is equal).
+    The readers of the dropped output read the kept one. (The inputs given twice are read
+    once by :func:`remove_constants_and_unused_inputs_scan`.)"""
+    if not isinstance(node.op, Scan):
+        return None
+    loop = _Loop(node)
+    inner_ins = list(node.op.inner_inputs)
+    groups: dict[Any, list[_Rec]] = {}
+    for r in loop.recs:
+        groups.setdefault((r.outer, tuple(r.taps), r.mit, r.size), []).append(r)
+    # Recurrences assumed equal to their group's first, until their inner values say
+    # otherwise: what is left is consistent (each step's values equal, by induction).
+    same: list[tuple[Any, Any]] = [(r, g[0]) for g in groups.values() for r in g[1:]]
+    while True:
+        alias = {v: k for d, kept in same for v, k in zip(d.inner, kept.inner)}
+        key = _computation_keys(inner_ins, loop.inner_outputs(), alias)
+        still = [(d, kept) for d, kept in same if key[d.out] == key[kept.out]]
+        if len(still) == len(same):
+            break
+        same = still
+    first_nit: dict[tuple[int, int], _Nit] = {}
+    for n in loop.nits:
+        kept = first_nit.setdefault((key[n.out], n.size), n)
+        if kept is not n:
+            same.append((n, kept))
+    if not same:
+        return None
+    dropped = {id(d) for d, _ in same}
+    loop.recs = [r for r in loop.recs if id(r) not in dropped]
+    loop.nits = [n for n in loop.nits if id(n) not in dropped]
+    loop.replace_inner(
+        {v: k for d, kept in same if isinstance(d, _Rec) for v, k in zip(d.inner, kept.inner)}
+    )
+    replace = loop.replacements()
+    for d, kept in same:
+        replace[node.outputs[d.old]] = replace[node.outputs[kept.old]]
+    return replace
+
+
 # ---------------------------------------------------------------------------- merging loops
 
 
@@ -708,6 +964,14 @@ scan_eqopt1.register(
     "scan",
     position=3,
 )
+scan_eqopt1.register(
+    "scan_pushout_output",
+    in2out(push_out_scan_output, ignore_newtrees=True),
+    "fast_run",
+    "more_mem",
+    "scan",
+    position=5,
+)
 
 #: Theano's ``scan_eqopt2``: merging loops and removing what merging made redundant.
 scan_eqopt2 = EquilibriumDB()
@@ -719,6 +983,7 @@ scan_eqopt2.register(
     "remove_constants_and_unused_inputs_scan",
 )
 scan_eqopt2.register("scan_merge", ScanMerge(), "fast_run", "scan")
+scan_eqopt2.register("scan_merge_inouts", scan_merge_inouts, "fast_run", "scan")
 
 rewrites.register("optdb", scan_eqopt1, "fast_run", "scan", name="scan_eqopt1", position=0.05)
 rewrites.register("optdb", scan_eqopt2, "fast_run", "scan", name="scan_eqopt2", position=1.6)
