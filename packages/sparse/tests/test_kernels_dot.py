@@ -179,6 +179,56 @@ def test_thread_counts_give_identical_bits(monkeypatch: pytest.MonkeyPatch, dtyp
                 np.testing.assert_array_equal(got, results[0])
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_large_csc_products_sum_in_parts_with_identical_bits(
+    monkeypatch: pytest.MonkeyPatch, dtype: str
+) -> None:
+    """A CSC product of 540,000 entries over 400 output rows splits its columns into 4
+    parts, each summed into a buffer of its own and added in order: 1, 2, 3 and 5 threads
+    (5: each part's rows in bands) give the same bits, Usmm's epilogue comes after the
+    parts, and an index out of range found in any part goes to perform."""
+    from opgraph_sparse.kernels import dot as kdot
+
+    a = _sparse((400, 4500), "csc", dtype, "int32", seed=6)
+    assert a.nnz >= 4 * 131072 and a.nnz >= 16 * 4 * 400
+    b = _dense((4500, 8), dtype, seed=7)
+    z = _dense((400, 8), dtype, seed=8)
+    alpha = np.asarray(0.5, dtype=dtype)
+    x = sparse_matrix("csc", "x", dtype)
+    y, zv = T.matrix("y", dtype=dtype), T.matrix("z", dtype=dtype)
+    al = T.scalar("alpha", dtype=dtype)
+    cases = [(Dot().make_node(x, y), [a, b]), (Usmm().make_node(al, x, y, zv), [alpha, a, b, z])]
+    tol = 1e-3 if dtype == "float32" else 1e-10
+    for node, values in cases:
+        results = []
+        for nt in (1, 2, 3, 5):
+            team = {"nthreads": nt, "adaptive": False, "threshold": 0}
+            monkeypatch.setattr(kdot, "_team", lambda team=team: team)
+            thunk, cell = _thunk(node, values)
+            thunk()
+            assert thunk.perform_calls == 0
+            results.append(cell[0])
+        np.testing.assert_allclose(results[0], _perform(node, values), rtol=tol, atol=tol)
+        for got in results[1:]:
+            np.testing.assert_array_equal(got, results[0])
+    # A row index out of range in the third part: the call goes to perform before any
+    # output is kept (perform patched to raise: SciPy's product reads out of bounds).
+    bad = a.copy()
+    bad.indices[bad.indptr[3000]] = 400
+
+    def refuse(self: Any, node: Apply, inputs: Any, out: Any) -> None:
+        raise IndexError(f"{self}: perform got the call")
+
+    monkeypatch.setattr(Dot, "perform", refuse)
+    for nt in (1, 2):
+        team = {"nthreads": nt, "adaptive": False, "threshold": 0}
+        monkeypatch.setattr(kdot, "_team", lambda team=team: team)
+        thunk, cell = _thunk(Dot().make_node(x, y), [bad, b])
+        with pytest.raises(IndexError, match="perform got the call"):
+            thunk()
+        assert thunk.perform_calls == 1 and cell[0] is None
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_usmm(fmt: str, dtype: str) -> None:

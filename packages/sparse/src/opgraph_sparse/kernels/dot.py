@@ -8,14 +8,18 @@ Two generated modules cover the products of :mod:`opgraph_sparse.dot`:
   product is computed transposed, ``(y.T @ x.T).T``: the transpose of a CSC matrix is
   the CSR matrix with the same arrays.
   CSR runs its rows in parallel (OpenMP, rows split into one block per thread balanced by
-  stored entries). CSC scatters its columns into the output's rows; each thread owns a
-  block of output rows and applies only the entries that fall into it, so no two threads
-  write the same row and every row sums its terms in the serial order. The inner loop runs
-  over the dense operand's contiguous columns (the dense operand is made C-contiguous).
-  CSC's time goes to the scattered output rows, so each is prefetched a few entries ahead.
-  (Bands of the dense columns per thread, which halve each thread's reads of the dense
-  operand, were measured slower: each thread then visits every entry, and the entries,
-  not the dense operand's bytes, bound the loop.)
+  stored entries). CSC scatters its columns into the output's rows. A large CSC product
+  (at least 131,072 stored entries and 16 per output row: a gradient ``a.T @ g``) splits
+  its columns into up to 4 parts of about equal entries, the count set by the shapes
+  alone; each part sums into a buffer of its own, one part per thread (or, with more
+  threads than parts, each part's rows in bands), and the parts are added in order at the
+  end. Otherwise each thread owns a block of output rows and applies only the entries that
+  fall into it, reading every entry. The inner loop runs over the dense operand's
+  contiguous columns (the dense operand is made C-contiguous). CSC's time goes to the
+  scattered output rows, so each is prefetched a few entries ahead. (Bands of the dense
+  columns per thread, which halve each thread's reads of the dense operand, were measured
+  slower: each thread then visits every entry, and the entries, not the dense operand's
+  bytes, bound the loop.)
 - **pairdot** (``PairDotThunk``): one dot product of two dense rows per stored entry, for
   ``StructuredDotGradCSR``/``CSC`` (the structured gradient w.r.t. the sparse values) and
   ``SamplingDot`` (the same, scaled by the pattern's values).
@@ -23,8 +27,9 @@ Two generated modules cover the products of :mod:`opgraph_sparse.dot`:
 Every thunk validates shapes, index dtypes and ``indptr`` before the loop and every column
 or row index inside it; anything it does not take (an unusual layout, a subclass, a bad
 index, a shape mismatch) goes to the Op's ``perform`` before an output is written, so
-errors are ``perform``'s. Each thread count gives the same result (each output value is
-computed by one thread, in the serial order). The thread count follows backend-c's
+errors are ``perform``'s. Each thread count gives the same result (each output value, or
+each part's share of it, is computed by one thread in the serial order, and the parts are
+added in a fixed order). The thread count follows backend-c's
 adaptive team (:mod:`opgraph_c._threads`, cimported by the generated module).
 
 Imported only by backend-c's ``opgraph_c_kernels`` hook. It never imports ``opgraph_c``:
@@ -58,6 +63,7 @@ C_TYPES = {"float32": "float", "float64": "double"}
 _C_COMMON = r"""
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 typedef {a_c} opg_a_t;
 typedef {b_c} opg_b_t;
@@ -103,13 +109,37 @@ static inline void opg_prefetch_out(opg_o_t* out, ptrdiff_t i, ptrdiff_t K) {
 
 static inline void opg_finish_rows(const opg_epilogue* ep, opg_o_t* out, ptrdiff_t r0,
                                    ptrdiff_t r1, ptrdiff_t K) {
-    if (!ep->on) return;
+    if (ep == NULL || !ep->on) return;
     for (ptrdiff_t i = r0; i < r1; i++) {
         opg_o_t* restrict o = out + i * K;
         const char* zr = ep->z + i * ep->zs0;
         for (ptrdiff_t k = 0; k < K; k++)
             o[k] = o[k] * ep->alpha + (opg_o_t)(*(const opg_z_t*)(zr + k * ep->zs1));
     }
+}
+
+/* A CSC product's parts (see opg_csc_parts): one per OPG_PART_ENTRIES stored entries, up
+   to OPG_MAX_PARTS, while the entries are at least OPG_PART_DEPTH per output row (each
+   part adds a buffer of the output's size, written and read once more). */
+#define OPG_MAX_PARTS 4
+#define OPG_PART_ENTRIES 131072
+#define OPG_PART_DEPTH 16
+static inline int opg_csc_part_count(ptrdiff_t nrows, ptrdiff_t nnz, ptrdiff_t K) {
+    ptrdiff_t by_entries = nnz / OPG_PART_ENTRIES;
+    ptrdiff_t by_depth = nrows > 0 ? nnz / (OPG_PART_DEPTH * nrows) : 0;
+    ptrdiff_t p = by_entries < by_depth ? by_entries : by_depth;
+    if (K < 1) return 1;
+    return p < 1 ? 1 : p > OPG_MAX_PARTS ? OPG_MAX_PARTS : (int)p;
+}
+
+/* out rows [r0, r1) += the other parts' rows (part 1 first), then the epilogue. */
+static void opg_add_parts(opg_o_t* out, const opg_o_t* scratch, int P, ptrdiff_t nrows,
+                          ptrdiff_t K, ptrdiff_t r0, ptrdiff_t r1, const opg_epilogue* ep) {
+    for (int p = 1; p < P; p++) {
+        const opg_o_t* part = scratch + (ptrdiff_t)(p - 1) * nrows * K;
+        for (ptrdiff_t i = r0 * K; i < r1 * K; i++) out[i] += part[i];
+    }
+    opg_finish_rows(ep, out, r0, r1, K);
 }
 
 /* indptr of n segments over nnz stored values: 0 when it starts at 0, never decreases and
@@ -139,19 +169,19 @@ static int opg_csr_rows_##SUF(const opg_a_t* data, const IDX* ind, const IDX* pt
     opg_finish_rows(ep, out, r0, r1, K);                                                  \
     return 0;                                                                             \
 }                                                                                         \
-/* CSC: the entries of rows [r0, r1) of out = a @ b (a has ncols columns, nrows rows);    \
-   1 on a row index out of range (every block checks every index). The loop is bound by   \
-   the latency of the scattered output rows (not by reading b, which streams): the row of \
-   the entry OPG_AHEAD places ahead is prefetched when it is in the block, and one        \
-   unsigned compare tells an entry of the block from the others. */                       \
+/* CSC: the entries of columns [c0, c1) in rows [r0, r1) of out = a @ b (a has nrows     \
+   rows); 1 on a row index out of range (every block checks every index of its columns).  \
+   The loop is bound by the latency of the scattered output rows (not by reading b, which \
+   streams): the row of the entry OPG_AHEAD places ahead is prefetched when it is in the  \
+   block, and one unsigned compare tells an entry of the block from the others. */        \
 static int opg_csc_block_##SUF(const opg_a_t* data, const IDX* ind, const IDX* ptr,       \
-                               const opg_b_t* b, opg_o_t* out, ptrdiff_t ncols,           \
+                               const opg_b_t* b, opg_o_t* out, ptrdiff_t c0, ptrdiff_t c1, \
                                ptrdiff_t nrows, ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t K,  \
                                const opg_epilogue* ep) {                                  \
     if (r1 > r0) memset(out + r0 * K, 0, (size_t)((r1 - r0) * K) * sizeof(opg_o_t));      \
     uint64_t span = (uint64_t)(r1 - r0);                                                  \
-    ptrdiff_t end = ptr[ncols];                                                           \
-    for (ptrdiff_t j = 0; j < ncols; j++) {                                               \
+    ptrdiff_t end = ptr[c1];                                                              \
+    for (ptrdiff_t j = c0; j < c1; j++) {                                                 \
         const opg_b_t* brow = b + j * K;                                                  \
         for (ptrdiff_t jj = ptr[j]; jj < ptr[j + 1]; jj++) {                              \
             IDX i = ind[jj];                                                              \
@@ -169,16 +199,87 @@ static int opg_csc_block_##SUF(const opg_a_t* data, const IDX* ind, const IDX* p
     opg_finish_rows(ep, out, r0, r1, K);                                                  \
     return 0;                                                                             \
 }                                                                                         \
+/* Task t of a CSC product in parts: part t / bands (its columns [cb[p], cb[p + 1])) into \
+   its own buffer (part 0: out), rows of band t % bands. */                               \
+static int opg_csc_task_##SUF(const opg_a_t* data, const IDX* ind, const IDX* ptr,        \
+                              const opg_b_t* b, opg_o_t* out, opg_o_t* scratch,           \
+                              const ptrdiff_t* cb, int bands, int t, ptrdiff_t nrows,     \
+                              ptrdiff_t K) {                                              \
+    int p = t / bands, band = t % bands;                                                  \
+    opg_o_t* dst = p == 0 ? out : scratch + (ptrdiff_t)(p - 1) * nrows * K;               \
+    return opg_csc_block_##SUF(data, ind, ptr, b, dst, cb[p], cb[p + 1], nrows,           \
+                               nrows * band / bands, nrows * (band + 1) / bands, K, NULL); \
+}                                                                                         \
+/* out = a @ b for CSC a in P parts (1 < P <= OPG_MAX_PARTS): the columns split into P    \
+   runs of about equal entries, each summed into its own buffer by its tasks (nt > P: each \
+   part's rows in nt / P bands), then out = part 0 + part 1 + ..., row by row. P depends  \
+   on the shapes only, so each value is summed in the same order by any number of        \
+   threads. 1 on a bad index, 2 when the parts' memory is not available. */               \
+static int opg_csc_parts_##SUF(const opg_a_t* data, const IDX* ind, const IDX* ptr,       \
+                               const opg_b_t* b, opg_o_t* out, ptrdiff_t nrows,           \
+                               ptrdiff_t ncols, ptrdiff_t K, const opg_epilogue* ep,      \
+                               int P, int nt) {                                           \
+    opg_o_t* scratch = (opg_o_t*)malloc((size_t)((P - 1) * nrows * K) * sizeof(opg_o_t)); \
+    if (scratch == NULL) return 2;                                                        \
+    ptrdiff_t cb[OPG_MAX_PARTS + 1];                                                      \
+    cb[0] = 0;                                                                            \
+    cb[P] = ncols;                                                                        \
+    for (int p = 1; p < P; p++) {  /* the first column starting at p/P of the entries */  \
+        double goal = (double)ptr[ncols] * p / P;                                         \
+        ptrdiff_t lo = cb[p - 1], hi = ncols;                                             \
+        while (lo < hi) {                                                                 \
+            ptrdiff_t mid = lo + (hi - lo) / 2;                                           \
+            if ((double)ptr[mid] < goal) lo = mid + 1; else hi = mid;                     \
+        }                                                                                 \
+        cb[p] = lo;                                                                       \
+    }                                                                                     \
+    int bands = nt > P ? nt / P : 1, tasks = P * bands, bad = 0;                          \
+    if (bands > nrows) bands = 1, tasks = P;                                              \
+    if (nt <= 1) {                                                                        \
+        for (int t = 0; t < tasks; t++)                                                   \
+            bad |= opg_csc_task_##SUF(data, ind, ptr, b, out, scratch, cb, bands, t,      \
+                                      nrows, K);                                          \
+    } else {                                                                              \
+        _Pragma("omp parallel for num_threads(nt) schedule(static, 1) reduction(|:bad)")  \
+        for (int t = 0; t < tasks; t++)                                                   \
+            bad |= opg_csc_task_##SUF(data, ind, ptr, b, out, scratch, cb, bands, t,      \
+                                      nrows, K);                                          \
+    }                                                                                     \
+    if (!bad) {                                                                           \
+        ptrdiff_t chunk = (nrows + 63) / 64;                                              \
+        if (nt <= 1) {                                                                    \
+            opg_add_parts(out, scratch, P, nrows, K, 0, nrows, ep);                       \
+        } else {                                                                          \
+            _Pragma("omp parallel for num_threads(nt) schedule(static)")                  \
+            for (ptrdiff_t c = 0; c < 64; c++) {                                          \
+                ptrdiff_t r1 = (c + 1) * chunk < nrows ? (c + 1) * chunk : nrows;         \
+                if (c * chunk < r1)                                                       \
+                    opg_add_parts(out, scratch, P, nrows, K, c * chunk, r1, ep);          \
+            }                                                                             \
+        }                                                                                 \
+    }                                                                                     \
+    free(scratch);                                                                        \
+    return bad;                                                                           \
+}                                                                                         \
 /* out = a @ b on nt threads (nt == 1: no parallel region, safe in a forked child).       \
    csr: a is nrows x ncols with nrows + 1 pointers; csc: ncols + 1 pointers. Rows are     \
-   split into nt blocks, balanced by stored entries for CSR. 1 on a bad index. */         \
+   split into nt blocks, balanced by stored entries for CSR. A CSC product with P > 1     \
+   parts (opg_csc_part_count) sums them separately. 1 on a bad index. */                  \
 static int opg_spmm_##SUF(int csr, const opg_a_t* data, const IDX* ind, const IDX* ptr,   \
                           const opg_b_t* b, opg_o_t* out, ptrdiff_t nrows,                \
                           ptrdiff_t ncols, ptrdiff_t K, const opg_epilogue* ep, int nt) { \
     int bad = 0;                                                                          \
+    if (!csr) {                                                                           \
+        int P = opg_csc_part_count(nrows, (ptrdiff_t)ptr[ncols], K);                      \
+        if (P > 1 && (bad = opg_csc_parts_##SUF(data, ind, ptr, b, out, nrows, ncols, K,  \
+                                                ep, P, nt)) != 2)                         \
+            return bad;                                                                   \
+        bad = 0;                                                                          \
+    }                                                                                     \
     if (nt <= 1 || nrows < 2) {                                                           \
         if (csr) return opg_csr_rows_##SUF(data, ind, ptr, b, out, 0, nrows, ncols, K, ep); \
-        return opg_csc_block_##SUF(data, ind, ptr, b, out, ncols, nrows, 0, nrows, K, ep); \
+        return opg_csc_block_##SUF(data, ind, ptr, b, out, 0, ncols, nrows, 0, nrows, K,  \
+                                   ep);                                                   \
     }                                                                                     \
     if (nt > nrows) nt = (int)nrows;                                                      \
     ptrdiff_t bounds[257];                                                                \
@@ -205,8 +306,8 @@ static int opg_spmm_##SUF(int csr, const opg_a_t* data, const IDX* ind, const ID
             bad |= opg_csr_rows_##SUF(data, ind, ptr, b, out, bounds[t], bounds[t + 1],   \
                                       ncols, K, ep);                                      \
         else                                                                              \
-            bad |= opg_csc_block_##SUF(data, ind, ptr, b, out, ncols, nrows, bounds[t],   \
-                                       bounds[t + 1], K, ep);                             \
+            bad |= opg_csc_block_##SUF(data, ind, ptr, b, out, 0, ncols, nrows,           \
+                                       bounds[t], bounds[t + 1], K, ep);                  \
     }                                                                                     \
     return bad;                                                                           \
 }
