@@ -150,3 +150,25 @@ def test_calls_from_several_threads_run_one_after_the_other() -> None:
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+# ---------------------------------------------------------------------- the call's signature
+
+
+def test_signature_names_the_inputs_and_their_defaults() -> None:
+    import inspect
+
+    from opgraph.compile.io import In
+
+    x, y, z = T.dvector("x"), T.dscalar("y"), T.dscalar()
+    f = function([x, In(y, value=2.0)], x + y, mode=PY)
+    sig = inspect.signature(f)
+    assert list(sig.parameters) == ["x", "y"] and sig.parameters["y"].default == 2.0
+    assert_allclose(f(x=np.ones(2)), [3.0, 3.0])
+    # An unnamed input is positional: so are the inputs before it.
+    g = function([x, z], x + z, mode=PY)
+    assert str(inspect.signature(g)) == "(x, input_1, /)"
+    # A default before an input without one: any order of arguments is taken.
+    h = function([In(y, value=2.0), x], x + y, mode=PY)
+    assert str(inspect.signature(h)) == "(*args, **kwargs)"
+    assert callable(f) and "Run the function" in type(f).__call__.__doc__
