@@ -22,6 +22,12 @@ dimensions (adjacent ones merge where every operand's steps allow it, a broadcas
 outer ones, calling the contiguous or strided loop for each run. From the team's threshold
 on (:mod:`opgraph_c._threads`, modules built with OpenMP) the runs, or pieces of long runs,
 are shared among threads: :c:func:`_walk_parallel`.
+
+A loop bound by memory (arithmetic, no vector math function) writes contiguous outputs of
+16 MiB or more with streaming stores (:c:func:`_contig_streamed`): each tile of 1024
+elements is computed into a cache-resident buffer and streamed out, so the output's lines
+are not read from memory before being overwritten (``a + a**10`` on 10M float64: 6.3 ms
+to 3.5 ms on two threads). The values are those of the plain loop, bit for bit.
 """
 
 cimport numpy as cnp
@@ -46,11 +52,109 @@ cdef extern from *:
     PyObject* _opg_item "PyList_GET_ITEM"(object cell, Py_ssize_t i)
 
 
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    #if defined(__x86_64__) && defined(__SSE2__)
+    #include <emmintrin.h>
+    #define OPG_CAN_STREAM 1
+    /* n bytes from src to dst with non-temporal (streaming) stores past dst's first
+       16-byte boundary: the lines go to memory without being read first. */
+    static void opg_stream_copy(char* dst, const char* src, size_t n) {
+        size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+        if (head > n) head = n;
+        memcpy(dst, src, head);
+        dst += head; src += head; n -= head;
+        for (; n >= 64; n -= 64, dst += 64, src += 64) {
+            __m128i a = _mm_loadu_si128((const __m128i*)src);
+            __m128i b = _mm_loadu_si128((const __m128i*)(src + 16));
+            __m128i c = _mm_loadu_si128((const __m128i*)(src + 32));
+            __m128i d = _mm_loadu_si128((const __m128i*)(src + 48));
+            _mm_stream_si128((__m128i*)dst, a);
+            _mm_stream_si128((__m128i*)(dst + 16), b);
+            _mm_stream_si128((__m128i*)(dst + 32), c);
+            _mm_stream_si128((__m128i*)(dst + 48), d);
+        }
+        memcpy(dst, src, n);
+    }
+    static void opg_stream_fence(void) { _mm_sfence(); }
+    #else
+    #define OPG_CAN_STREAM 0
+    static void opg_stream_copy(char* dst, const char* src, size_t n) { memcpy(dst, src, n); }
+    static void opg_stream_fence(void) {}
+    #endif
+    """
+    bint OPG_CAN_STREAM
+    void opg_stream_copy(char* dst, const char* src, size_t n) noexcept nogil
+    void opg_stream_fence() noexcept nogil
+
+
 cdef enum:
     MAX_OPERANDS = 32
     MAX_DIMS = 32
     # Release the GIL only for loops at least this long (releasing costs ~100 ns).
     NOGIL_SIZE = 4096
+    # Outputs of at least this many bytes (each) are written with streaming stores.
+    STREAM_MIN_BYTES = 16 * 1024 * 1024
+    # Streamed loops compute this many elements at a time into a buffer on the stack.
+    STREAM_TILE = 1024
+    STREAM_MAX_OUT = 2
+
+
+cdef bint _streaming = True
+
+
+def streaming(enabled=None):
+    """Whether big contiguous outputs are written with streaming stores (the default, where
+    the CPU has them); ``streaming(False)`` turns it off for this process (to compare).
+    Returns the setting before the call."""
+    global _streaming
+    before = bool(_streaming and OPG_CAN_STREAM)
+    if enabled is not None:
+        _streaming = bool(enabled)
+    return before
+
+
+cdef void _contig_streamed(opg_elemwise_kernel* k, Py_ssize_t start, Py_ssize_t stop,
+                           char** ptrs, int nin, int nout, const Py_ssize_t* itemsize,
+                           const unsigned char* hoisted) noexcept nogil:
+    """The contiguous loop on ``[start, stop)`` a tile at a time: each tile is computed into
+    a small buffer that stays in the L1 cache, then streamed to the outputs (non-temporal
+    stores: a big output's lines are not read from memory before being overwritten, which
+    otherwise costs a third of a streaming kernel's traffic). Tiles start at multiples of
+    64 elements from ``start`` and the loop is the same ``contig``, so every element is
+    computed as it would be in one call."""
+    cdef double raw[STREAM_MAX_OUT * STREAM_TILE + 8]  # 8-byte items at most
+    cdef char* buf = <char*>((<size_t>raw + 63) & ~(<size_t>63))  # cache-line aligned
+    cdef char* tp[MAX_OPERANDS]
+    cdef Py_ssize_t s = start, n
+    cdef int j
+    while s < stop:
+        n = min(<Py_ssize_t>STREAM_TILE, stop - s)
+        for j in range(nin):
+            tp[j] = ptrs[j] if hoisted[j] else ptrs[j] + s * itemsize[j]
+        for j in range(nout):
+            tp[nin + j] = buf + j * STREAM_TILE * 8
+        k.contig(0, n, tp)
+        for j in range(nout):
+            opg_stream_copy(ptrs[nin + j] + s * itemsize[nin + j], tp[nin + j],
+                            <size_t>(n * itemsize[nin + j]))
+        s += n
+    opg_stream_fence()
+
+
+cdef void _streamed_parallel(opg_elemwise_kernel* k, Py_ssize_t n, char** ptrs, int nin,
+                             int nout, const Py_ssize_t* itemsize,
+                             const unsigned char* hoisted, int nthreads) noexcept nogil:
+    """:c:func:`_contig_streamed` over ``n`` elements on ``nthreads`` threads, in the
+    chunks of the generated ``parallel`` loop (multiples of 64 elements, taken by threads
+    as they come free)."""
+    cdef Py_ssize_t chunk = max(4096, (n // (16 * nthreads) + 63) // 64 * 64)
+    cdef Py_ssize_t c
+    for c in prange((n + chunk - 1) // chunk, num_threads=nthreads, schedule="dynamic"):
+        _contig_streamed(k, c * chunk, min(n, (c + 1) * chunk), ptrs, nin, nout, itemsize,
+                         hoisted)
 
 
 cdef void _rows(opg_elemwise_kernel* k, int nops, int m, const Py_ssize_t* cshape,
@@ -164,6 +268,10 @@ cdef class ElemwiseThunk(CThunk):
         The thread team (:mod:`opgraph_c._threads`): the parallel loop on up to
         ``nthreads`` threads from ``threshold`` elements on; if ``adaptive``, only while
         recent calls found threads faster than one thread.
+    stream
+        The loop is bound by memory (no vector math function): contiguous outputs of
+        ``STREAM_MIN_BYTES`` or more are written with streaming stores
+        (:c:func:`_contig_streamed`).
     """
 
     cdef object module
@@ -180,10 +288,11 @@ cdef class ElemwiseThunk(CThunk):
     cdef unsigned char hoisted[MAX_OPERANDS]
     cdef unsigned char bcast[MAX_OPERANDS][MAX_DIMS]
     cdef Team team
+    cdef readonly bint stream
 
     def __init__(self, module, capsule, node, list in_cells, list out_cells, in_dtypes,
                  out_dtypes, bcast, hoisted, dict inplace, Py_ssize_t threshold,
-                 int nthreads, bint adaptive=False):
+                 int nthreads, bint adaptive=False, bint stream=False):
         if not PyCapsule_IsValid(capsule, b"opgraph_c.elemwise"):
             raise TypeError(f"{module!r} has no valid ELEMWISE_KERNEL capsule")
         self.k = <opg_elemwise_kernel*>PyCapsule_GetPointer(capsule, b"opgraph_c.elemwise")
@@ -198,6 +307,7 @@ cdef class ElemwiseThunk(CThunk):
         if nin + nout > MAX_OPERANDS or ndim > MAX_DIMS:
             raise ValueError(f"{node} has too many operands or dimensions for the C driver")
         self.module = module
+        self.stream = stream
         self.node = node
         self.nin, self.nout, self.ndim = nin, nout, ndim
         self.in_cells, self.out_cells = in_cells, out_cells
@@ -341,6 +451,18 @@ cdef class ElemwiseThunk(CThunk):
             (<list>self.out_cells[j])[0] = arrays[nin + j]
         return 0
 
+    cdef inline bint _streams(self, Py_ssize_t size):
+        """Whether the contiguous loop writes its outputs with streaming stores: a loop
+        bound by memory, every output at least ``STREAM_MIN_BYTES``, at most
+        ``STREAM_MAX_OUT`` of them, of at most 8-byte items, and the build can stream."""
+        cdef int j
+        if not (self.stream and _streaming and OPG_CAN_STREAM) or self.nout > STREAM_MAX_OUT:
+            return False
+        for j in range(self.nin, self.nin + self.nout):
+            if self.itemsize[j] > 8 or size * self.itemsize[j] < STREAM_MIN_BYTES:
+                return False
+        return True
+
     cdef int _compute(self, list arrays, Py_ssize_t* shape, Py_ssize_t size) except -1:
         cdef int nops = self.nin + self.nout, nd = self.ndim, m = 0, i, d, nthreads
         cdef double start
@@ -360,7 +482,18 @@ cdef class ElemwiseThunk(CThunk):
                 flat = False
         if flat:
             nthreads = team_size(&self.team, size)
-            if self.team.nthreads > 1 and size >= self.team.threshold:
+            if self._streams(size):
+                start = monotonic()
+                with nogil:
+                    if nthreads > 1:
+                        _streamed_parallel(k, size, ptrs, self.nin, self.nout, self.itemsize,
+                                           self.hoisted, nthreads)
+                    else:
+                        _contig_streamed(k, 0, size, ptrs, self.nin, self.nout,
+                                         self.itemsize, self.hoisted)
+                if self.team.nthreads > 1 and size >= self.team.threshold:
+                    team_timed(&self.team, nthreads, monotonic() - start, size)
+            elif self.team.nthreads > 1 and size >= self.team.threshold:
                 # the team chooses between one thread and its threads by these times
                 start = monotonic()
                 with nogil:
