@@ -27,6 +27,9 @@ from harness import (
 WORKLOADS = {"W1": "elementwise expressions on 10,000,000 elements"}
 
 SIZE = 10_000_000
+#: Calls before timing: an adaptive thread team settles on threads or one thread in its
+#: first 4 calls, and the figures are of the settled calls.
+WARMUP = 5
 
 
 def pow_expr(lib: Any, a: Any) -> Any:
@@ -79,7 +82,7 @@ def run(workload: str, ctx: Context) -> Table:
     table = Table(
         workload,
         WORKLOADS[workload],
-        detail=f"a in [0, 2), x in [-3, 3); {repeat} calls timed after 1 warm-up; "
+        detail=f"a in [0, 2), x in [-3, 3); {repeat} calls timed after {WARMUP} warm-up calls; "
         "check = max distance from NumPy's result in ulp",
     )
     rng = np.random.default_rng(0)
@@ -100,6 +103,7 @@ def run(workload: str, ctx: Context) -> Table:
                 lambda expr=expr, data=data: lambda: expr(np, data),
                 repeat=repeat,
                 number=1,
+                warmup=WARMUP,
                 ref=True,
             )
             for label, linker in engines:
@@ -110,13 +114,15 @@ def run(workload: str, ctx: Context) -> Table:
                     f = _opgraph_fn(expr, dtype, linker)
                     return lambda: f(data)
 
-                table.time(case, label, make, repeat=repeat, number=1, check=check)
+                table.time(case, label, make, repeat=repeat, number=1, warmup=WARMUP, check=check)
 
             def make_best(expr: Any = expr, dtype: str = dtype, data: Any = data) -> Any:
                 f = _opgraph_fn(expr, dtype, "auto")
                 return lambda: f(data)
 
-            time_one_thread(table, case, make_best, repeat=repeat, number=1, check=check)
+            time_one_thread(
+                table, case, make_best, repeat=repeat, number=1, warmup=WARMUP, check=check
+            )
             for peer in ctx.available_peers(["pytensor_c", "pytensor_numba"]):
 
                 def make_pt(
@@ -125,7 +131,9 @@ def run(workload: str, ctx: Context) -> Table:
                     f = _pytensor_fn(expr, dtype, key)
                     return lambda: f(data)
 
-                table.time(case, peer.label, make_pt, repeat=repeat, number=1, check=check)
+                table.time(
+                    case, peer.label, make_pt, repeat=repeat, number=1, warmup=WARMUP, check=check
+                )
             if ctx.peers.get("jax") is not None and ctx.peers["jax"].ok:
 
                 def make_jax(expr: Any = expr, data: Any = data) -> Any:
@@ -135,7 +143,9 @@ def run(workload: str, ctx: Context) -> Table:
                     xj = jnp.asarray(data)
                     return lambda: f(xj).block_until_ready()
 
-                table.time(case, "JAX", make_jax, repeat=repeat, number=1, check=check)
+                table.time(
+                    case, "JAX", make_jax, repeat=repeat, number=1, warmup=WARMUP, check=check
+                )
             memory_bound(table, case, read=data.nbytes, written=data.nbytes)
             del reference
     missing = ctx.peer_summary()
