@@ -148,12 +148,35 @@ def test_threads_give_the_serial_result() -> None:
         assert thunk.perform_calls == 0
 
 
+def _same_bits_for_thread_counts(
+    monkeypatch: pytest.MonkeyPatch,
+    node: Apply,
+    values: list[Any],
+    counts: tuple[int, ...],
+    tol: float,
+) -> None:
+    """The C thunk on fixed teams of ``counts`` threads: each result bit-identical to the
+    first, which is within ``tol`` of perform's."""
+    from opgraph_sparse.kernels import dot as kdot
+
+    results = []
+    for nt in counts:
+        team = {"nthreads": nt, "adaptive": False, "threshold": 0}
+        monkeypatch.setattr(kdot, "_team", lambda team=team: team)
+        thunk, cell = _thunk(node, values)
+        thunk()
+        assert thunk.perform_calls == 0
+        results.append(cell[0])
+    np.testing.assert_allclose(results[0], _perform(node, values), rtol=tol, atol=tol)
+    for got in results[1:]:
+        np.testing.assert_array_equal(got, results[0])
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_thread_counts_give_identical_bits(monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
     """1, 2 and 3 threads (fixed teams) give bit-identical products, CSR and CSC, plain and
     transposed (dense @ sparse): each output value is summed by one thread in the serial
     order. CSC columns hold many entries, so the prefetch ahead crosses block bounds."""
-    from opgraph_sparse.kernels import dot as kdot
 
     a_csr = _sparse((700, 300), "csr", dtype, "int32", seed=3)
     b = _dense((300, 40), dtype, seed=4)
@@ -164,19 +187,8 @@ def test_thread_counts_give_identical_bits(monkeypatch: pytest.MonkeyPatch, dtyp
         y = T.matrix("y", dtype=dtype)
         cases = [(Dot().make_node(x, y), [a, b]), (Dot().make_node(y, x), [bt, a])]
         for node, values in cases:
-            results = []
-            for nt in (1, 2, 3):
-                team = {"nthreads": nt, "adaptive": False, "threshold": 0}
-                monkeypatch.setattr(kdot, "_team", lambda team=team: team)
-                thunk, cell = _thunk(node, values)
-                thunk()
-                assert thunk.perform_calls == 0
-                results.append(cell[0])
-            expected = _perform(node, values)
             tol = 1e-4 if dtype == "float32" else 1e-10
-            np.testing.assert_allclose(results[0], expected, rtol=tol, atol=tol)
-            for got in results[1:]:
-                np.testing.assert_array_equal(got, results[0])
+            _same_bits_for_thread_counts(monkeypatch, node, values, (1, 2, 3), tol)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -200,17 +212,7 @@ def test_large_csc_products_sum_in_parts_with_identical_bits(
     cases = [(Dot().make_node(x, y), [a, b]), (Usmm().make_node(al, x, y, zv), [alpha, a, b, z])]
     tol = 1e-3 if dtype == "float32" else 1e-10
     for node, values in cases:
-        results = []
-        for nt in (1, 2, 3, 5):
-            team = {"nthreads": nt, "adaptive": False, "threshold": 0}
-            monkeypatch.setattr(kdot, "_team", lambda team=team: team)
-            thunk, cell = _thunk(node, values)
-            thunk()
-            assert thunk.perform_calls == 0
-            results.append(cell[0])
-        np.testing.assert_allclose(results[0], _perform(node, values), rtol=tol, atol=tol)
-        for got in results[1:]:
-            np.testing.assert_array_equal(got, results[0])
+        _same_bits_for_thread_counts(monkeypatch, node, values, (1, 2, 3, 5), tol)
     # A row index out of range in the third part: the call goes to perform before any
     # output is kept (perform patched to raise: SciPy's product reads out of bounds).
     bad = a.copy()

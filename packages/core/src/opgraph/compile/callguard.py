@@ -6,7 +6,8 @@
 - :func:`written_positions`: the shared variables a function writes in place (nodes of its
   graph overwrite them);
 - :func:`alias_check`: the check that gives an input overwritten in place its own copy when
-  it shares memory with another input.
+  it shares memory with another input;
+- :func:`call_signature`: the signature ``inspect`` shows for a call.
 
 ``maker`` is a :class:`~opgraph.compile.function_module.FunctionMaker` (its ``inputs`` and
 ``fgraph``).
@@ -15,6 +16,7 @@
 from __future__ import annotations
 
 import copy as _copy
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,7 +26,7 @@ from opgraph.compile.io import SymbolicInput
 from opgraph.compile.sharedvalue import update_lock
 from opgraph.link.basic import Container
 
-__all__ = ["alias_check", "update_locks_of", "written_positions"]
+__all__ = ["alias_check", "call_signature", "update_locks_of", "written_positions"]
 
 
 def update_locks_of(
@@ -104,3 +106,28 @@ def alias_check(maker: Any, cells: list[list[Any]]) -> Callable[[], None] | None
                     break
 
     return unalias
+
+
+def call_signature(slots: Sequence[Any], names: dict[str, int | None]) -> inspect.Signature:
+    """A function's signature for ``inspect`` and ``help``: one parameter per explicit
+    input (``slots``, with ``name``, ``default``), by its name; inputs up to the last one
+    without a usable name (none, not an identifier, or shared by two inputs: ``names``
+    maps those to None) are positional-only; defaults as given. When a default comes
+    before an input without one, ``(*args, **kwargs)``: any order is taken."""
+    P = inspect.Parameter
+
+    def keyword(name: Any) -> str | None:
+        ok = isinstance(name, str) and name.isidentifier() and names.get(name) is not None
+        return name if ok else None
+
+    usable = [keyword(s.name) for s in slots]
+    last = max((i for i, n in enumerate(usable) if n is None), default=-1)
+    params = []
+    for i, (slot, name) in enumerate(zip(slots, usable, strict=True)):
+        kind = P.POSITIONAL_ONLY if i <= last else P.POSITIONAL_OR_KEYWORD
+        default = P.empty if slot.default is None else slot.default.value
+        params.append(P(name or f"input_{i}", kind, default=default))
+    try:
+        return inspect.Signature(params)
+    except ValueError:
+        return inspect.Signature([P("args", P.VAR_POSITIONAL), P("kwargs", P.VAR_KEYWORD)])

@@ -28,7 +28,12 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from opgraph.compile.callguard import alias_check, update_locks_of, written_positions
+from opgraph.compile.callguard import (
+    alias_check,
+    call_signature,
+    update_locks_of,
+    written_positions,
+)
 from opgraph.compile.io import In, SymbolicInput, SymbolicOutput
 from opgraph.compile.mode import Mode, compiling_with, get_mode
 from opgraph.compile.ops import alias_root, insert_deepcopy
@@ -301,31 +306,8 @@ class Function:
 
     @property
     def __signature__(self) -> inspect.Signature:
-        """The call's signature for ``inspect`` and ``help``: one parameter per explicit
-        input, by its name (positional-only when unnamed), with its default if it has one."""
-        P = inspect.Parameter
-        shadowed = self._shadowed()
-        names = [
-            s.name
-            if isinstance(s.name, str) and s.name.isidentifier() and s.name not in shadowed
-            else None
-            for s in self._slots
-        ]
-        # Inputs up to the last one without a usable name can only be given by position.
-        last = max((i for i, n in enumerate(names) if n is None), default=-1)
-        params = []
-        for i, (slot, name) in enumerate(zip(self._slots, names)):
-            kind = P.POSITIONAL_ONLY if i <= last else P.POSITIONAL_OR_KEYWORD
-            default = P.empty if slot.default is None else slot.default.value
-            params.append(P(name or f"input_{i}", kind, default=default))
-        try:
-            return inspect.Signature(params)
-        except ValueError:  # a default before an input without one: the generic form
-            return inspect.Signature([P("args", P.VAR_POSITIONAL), P("kwargs", P.VAR_KEYWORD)])
-
-    def _shadowed(self) -> set[str]:
-        """Input names given to more than one input (not usable as keywords)."""
-        return {n for n, i in self._names.items() if i is None}
+        """The call's signature for ``inspect`` and ``help`` (:func:`call_signature`)."""
+        return call_signature(self._slots, self._names)
 
     def _wait_for(self, lock: threading.Lock) -> None:
         """Wait for another thread's call to finish; a call from inside this one raises."""
