@@ -120,15 +120,19 @@ static inline void opg_finish_rows(const opg_epilogue* ep, opg_o_t* out, ptrdiff
 
 /* A CSC product's parts (see opg_csc_parts): one per OPG_PART_ENTRIES stored entries, up
    to OPG_MAX_PARTS, while the entries are at least OPG_PART_DEPTH per output row (each
-   part adds a buffer of the output's size, written and read once more). */
+   part adds a buffer of the output's size, written and read once more) and the extra
+   buffers take at most OPG_PART_BYTES. */
 #define OPG_MAX_PARTS 4
 #define OPG_PART_ENTRIES 131072
 #define OPG_PART_DEPTH 16
+#define OPG_PART_BYTES ((ptrdiff_t)256 << 20)
 static inline int opg_csc_part_count(ptrdiff_t nrows, ptrdiff_t nnz, ptrdiff_t K) {
+    if (K < 1 || nrows < 1) return 1;
     ptrdiff_t by_entries = nnz / OPG_PART_ENTRIES;
-    ptrdiff_t by_depth = nrows > 0 ? nnz / (OPG_PART_DEPTH * nrows) : 0;
+    ptrdiff_t by_depth = nnz / (OPG_PART_DEPTH * nrows);
+    ptrdiff_t by_memory = 1 + OPG_PART_BYTES / (nrows * K * (ptrdiff_t)sizeof(opg_o_t));
     ptrdiff_t p = by_entries < by_depth ? by_entries : by_depth;
-    if (K < 1) return 1;
+    p = p < by_memory ? p : by_memory;
     return p < 1 ? 1 : p > OPG_MAX_PARTS ? OPG_MAX_PARTS : (int)p;
 }
 
