@@ -128,6 +128,42 @@ def test_excluding_scan_turns_them_off() -> None:
     assert node.op.info.buffer_sizes == ()
 
 
+@pytest.mark.parametrize(
+    ("theano_name", "ours"),
+    [
+        ("scanOp_remove_constants_and_unused_inputs0", "scan_remove_constants_and_unused_inputs0"),
+        ("scanOp_pushout_nonseqs_ops", "scan_pushout_nonseqs_ops"),
+        ("scanOp_pushout_seqs_ops", "scan_pushout_seqs_ops"),
+        ("scanOp_pushout_output", "scan_pushout_output"),
+        ("scan_pushout_dot1", "scan_pushout_output"),
+        ("scanOp_remove_constants_and_unused_inputs1", "scan_remove_constants_and_unused_inputs1"),
+        ("scanop_remove_constants_and_unused_inputs2", "scan_remove_constants_and_unused_inputs1"),
+        ("scanOp_remove_constants_and_unused_inputs3", "scan_remove_constants_and_unused_inputs1"),
+        ("scanOp_merge", "scan_merge"),
+        ("scanOp_merge_inouts", "scan_merge_inouts"),
+        ("scanOp_save_mem", "scan_save_mem"),
+        ("all_pushout_opt", "scan_eqopt1"),
+    ],
+)
+def test_theano_names_turn_the_same_rewrites_off(theano_name: str, ours: str) -> None:
+    # Theano programs exclude scan rewrites by Theano 1.0's names (optimizer_excluding=...).
+    optdb = get_optdb()
+    entry = (
+        optdb.entry(ours)
+        if ours in optdb.positions()
+        else next(
+            optdb[db].entry(ours) for db in ("scan_eqopt1", "scan_eqopt2") if ours in optdb[db]
+        )
+    )
+    assert theano_name in entry.tags
+    if theano_name == "scanOp_save_mem":  # and it acts: the loop keeps every entry
+        xs = T.vector("xs")
+        total, _ = opgraph.reduce(lambda x, a: a + x, sequences=[xs], outputs_info=[T.zeros(())])
+        f = function([xs], total, mode=get_mode(None).excluding(theano_name))
+        (node,) = _scans(f)
+        assert node.op.info.buffer_sizes == ()
+
+
 # ---------------------------------------------------------------------------- push out
 
 

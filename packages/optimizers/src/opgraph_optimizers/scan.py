@@ -18,8 +18,10 @@ rewrite                                   position  what it does
 ========================================  ========  =========================================
 
 Every entry is tagged ``fast_run`` and ``scan`` (``optimizer_excluding=scan`` turns them all
-off), plus its own name; none runs under FAST_COMPILE. A rewrite rebuilds the Scan node with
-a new inner graph and layout (:class:`_Loop` takes a node apart into the groups of its
+off), plus its own name and the name Theano 1.0 gave it (``scanOp_save_mem``, ...); none runs
+under FAST_COMPILE. The merging rewrites live in :mod:`opgraph_optimizers.scan_merge`. A
+rewrite rebuilds the Scan node with a new inner graph and layout
+(:class:`~opgraph_optimizers.scan_loop.Loop` takes a node apart into the groups of its
 :class:`~opgraph.scan_module.scan_utils.ScanInfo` and builds the new node) and replaces the
 old node's outputs by the new ones (``scan_save_mem`` replaces the readers of the outputs it
 shortens, whose values do not change, so DEBUG_MODE can check it); the inner graph itself is
@@ -36,9 +38,8 @@ from typing import Any
 import numpy as np
 
 from opgraph.graph.basic import Apply, Constant, Variable
-from opgraph.graph.clone import clone_replace
 from opgraph.graph.traversal import ancestors, io_toposort
-from opgraph.rewriting import GraphRewriter, in2out, node_rewriter
+from opgraph.rewriting import in2out, node_rewriter
 from opgraph.rewriting.db import EquilibriumDB, SequenceDB
 from opgraph.scalar.basic import Abs, Add, Cast, Maximum, Minimum
 from opgraph.scan_module.scan_op import Scan
@@ -49,6 +50,8 @@ from opgraph.tensor.shape import Shape, Shape_i
 from opgraph.tensor.subtensor_basic import Subtensor
 from opgraph.tensor.type import TensorType
 from opgraph_optimizers.registry import rewrites
+from opgraph_optimizers.scan_loop import Loop, Nit, Rec, fresh_like, has_clients
+from opgraph_optimizers.scan_merge import ScanMerge, scan_merge_inouts
 
 __all__ = [
     "ScanMerge",
@@ -61,173 +64,6 @@ __all__ = [
     "scan_merge_inouts",
     "scan_save_mem",
 ]
-
-
-# ---------------------------------------------------------------------------- a loop, editable
-
-
-@dataclasses.dataclass
-class _Rec:
-    """A recurrent output: its initial values (outer), one inner input per tap, its inner
-    output, its kept entries (0: all) and its index among the old node's outputs."""
-
-    outer: Variable
-    inner: list[Variable]
-    taps: list[int]
-    out: Variable
-    mit: bool
-    size: int
-    old: int | None
-
-
-@dataclasses.dataclass
-class _Nit:
-    """A nit_sot output (one entry per step, not fed back)."""
-
-    out: Variable
-    size: int
-    old: int | None
-
-
-@dataclasses.dataclass
-class _Shared:
-    """A shared state: its outer value, inner input and new value."""
-
-    outer: Variable
-    inner: Variable
-    out: Variable
-    old: int | None
-
-
-class _Loop:
-    """A Scan node taken apart into the groups of its layout, so that a rewrite can edit the
-    lists (drop, add, merge entries; replace inner variables) and :meth:`build` a new node.
-
-    The inner variables are the Op's own (never modified: edits go through
-    :func:`clone_replace`, and the new Op copies its graph).
-    """
-
-    def __init__(self, node: Apply) -> None:
-        op: Scan = node.op
-        info = op.info
-        ins, outs = list(op.inner_inputs), list(op.inner_outputs)
-        S, R, K, M = info.n_seqs, info.n_rec, info.n_nit_sot, info.n_shared_outs
-        self.node = node
-        self.info = info
-        self.mode = op.mode
-        self.n_steps: Variable = node.inputs[0]
-        self.seqs: list[list[Variable]] = [[node.inputs[1 + i], ins[i]] for i in range(S)]
-        self.recs: list[_Rec] = []
-        pos = S
-        for j, taps in enumerate(info.rec_taps):
-            self.recs.append(
-                _Rec(
-                    outer=node.inputs[1 + S + j],
-                    inner=ins[pos : pos + len(taps)],
-                    taps=list(taps),
-                    out=outs[j],
-                    mit=j < info.n_mit_sot,
-                    size=info.buffer_size(j),
-                    old=j,
-                )
-            )
-            pos += len(taps)
-        self.nits = [_Nit(outs[R + k], info.buffer_size(R + k), R + k) for k in range(K)]
-        self.shared = [
-            _Shared(node.inputs[1 + S + R + k], ins[pos + k], outs[R + K + k], R + K + k)
-            for k in range(M)
-        ]
-        pos += M
-        self.non_seqs: list[list[Variable]] = [
-            [node.inputs[1 + S + R + M + k], ins[pos + k]] for k in range(info.n_non_seqs)
-        ]
-        self.cond: Variable | None = outs[-1] if info.as_while else None
-
-    # ------------------------------------------------------------------ views
-
-    def inner_outputs(self) -> list[Variable]:
-        """Every inner output (recurrent, nit_sot, shared, condition)."""
-        outs = [r.out for r in self.recs] + [n.out for n in self.nits]
-        outs += [s.out for s in self.shared]
-        return outs + ([self.cond] if self.cond is not None else [])
-
-    def replace_inner(self, replace: dict[Variable, Variable]) -> None:
-        """Replace inner variables in every inner output (a copy of the graph is made)."""
-        if not replace:
-            return
-        new = clone_replace(self.inner_outputs(), replace=replace, strict=True)
-        it = iter(new)
-        for r in self.recs:
-            r.out = next(it)
-        for n in self.nits:
-            n.out = next(it)
-        for s in self.shared:
-            s.out = next(it)
-        if self.cond is not None:
-            self.cond = next(it)
-
-    def prune_inputs(self) -> bool:
-        """Drop sequences and non-sequences the inner graph no longer reads, and unused taps
-        of mit_sot outputs (the oldest tap stays: it sets the buffer's lag). True if any."""
-        used = set(ancestors(self.inner_outputs()))
-        n_before = len(self.seqs) + len(self.non_seqs)
-        self.seqs = [p for p in self.seqs if p[1] in used]
-        self.non_seqs = [p for p in self.non_seqs if p[1] in used]
-        changed = len(self.seqs) + len(self.non_seqs) != n_before
-        for r in self.recs:
-            if len(r.taps) < 2:
-                continue
-            oldest = min(r.taps)
-            keep = [k for k, (t, v) in enumerate(zip(r.taps, r.inner)) if v in used or t == oldest]
-            if len(keep) != len(r.taps):
-                r.taps = [r.taps[k] for k in keep]
-                r.inner = [r.inner[k] for k in keep]
-                changed = True
-        return changed
-
-    # ------------------------------------------------------------------ rebuilding
-
-    def build(self) -> dict[int, Variable]:
-        """Make the new Scan node; return ``{old output index: new output}``."""
-        recs = [r for r in self.recs if r.mit] + [r for r in self.recs if not r.mit]
-        sizes = [r.size for r in recs] + [n.size for n in self.nits]
-        info = dataclasses.replace(
-            self.info,
-            n_seqs=len(self.seqs),
-            rec_taps=tuple(tuple(r.taps) for r in recs),
-            n_mit_sot=sum(r.mit for r in recs),
-            n_nit_sot=len(self.nits),
-            n_shared_outs=len(self.shared),
-            n_non_seqs=len(self.non_seqs),
-            buffer_sizes=tuple(sizes) if any(sizes) else (),
-        )
-        inner_in = [p[1] for p in self.seqs] + [v for r in recs for v in r.inner]
-        inner_in += [s.inner for s in self.shared] + [p[1] for p in self.non_seqs]
-        inner_out = [r.out for r in recs] + [n.out for n in self.nits]
-        inner_out += [s.out for s in self.shared]
-        if self.cond is not None:
-            inner_out.append(self.cond)
-        op = Scan(inner_in, inner_out, info, mode=self.mode)
-        outer = [self.n_steps, *(p[0] for p in self.seqs), *(r.outer for r in recs)]
-        outer += [s.outer for s in self.shared] + [p[0] for p in self.non_seqs]
-        new = op(*outer, return_list=True)
-        olds = [r.old for r in recs] + [n.old for n in self.nits] + [s.old for s in self.shared]
-        return {old: v for old, v in zip(olds, new) if old is not None}
-
-    def replacements(self) -> dict[Variable, Variable]:
-        """``{old node output: new output}`` for the outputs the new node keeps."""
-        outputs = self.node.outputs
-        return {outputs[i]: v for i, v in self.build().items()}
-
-
-def _has_clients(fgraph: Any, var: Variable) -> bool:
-    return bool(fgraph.clients[var]) if var in fgraph.clients else False
-
-
-def _fresh(v: Variable) -> Variable:
-    new = v.type()
-    new.name = v.name
-    return new
 
 
 # ---------------------------------------------------------------------------- unused and constant
@@ -243,7 +79,7 @@ def remove_constants_and_unused_inputs_scan(fgraph: Any, node: Apply) -> Any:
     past values. Shared states always stay (their last value is an update)."""
     if not isinstance(node.op, Scan):
         return None
-    loop = _Loop(node)
+    loop = Loop(node)
     changed = False
     replace: dict[Variable, Variable] = {}
     for group in (loop.seqs, loop.non_seqs):
@@ -265,10 +101,10 @@ def remove_constants_and_unused_inputs_scan(fgraph: Any, node: Apply) -> Any:
     loop.replace_inner(replace)
     # Outputs: keep those read outside, and (closing over the recurrences) those whose past
     # values a kept output reads.
-    needed_recs = {id(r) for r in loop.recs if _has_clients(fgraph, node.outputs[r.old])}
+    needed_recs = {id(r) for r in loop.recs if has_clients(fgraph, node.outputs[r.old])}
     roots = [r.out for r in loop.recs if id(r) in needed_recs]
     roots += [s.out for s in loop.shared] + ([loop.cond] if loop.cond is not None else [])
-    nits = [n for n in loop.nits if _has_clients(fgraph, node.outputs[n.old])]
+    nits = [n for n in loop.nits if has_clients(fgraph, node.outputs[n.old])]
     roots += [n.out for n in nits]
     tap_owner = {v: r for r in loop.recs for v in r.inner}
     while True:
@@ -323,7 +159,7 @@ def push_out_non_seq_scan(fgraph: Any, node: Apply) -> Any:
     once, outside the loop; their results become new non-sequences."""
     if not isinstance(node.op, Scan):
         return None
-    loop = _Loop(node)
+    loop = Loop(node)
     outer_of: dict[Variable, Variable] = {inner: outer for outer, inner in loop.non_seqs}
     inner_outs = loop.inner_outputs()
     inner_ins = list(node.op.inner_inputs)
@@ -356,7 +192,7 @@ def push_out_non_seq_scan(fgraph: Any, node: Apply) -> Any:
 
 
 def _read_from_outside(
-    loop: _Loop, needs: list[Variable], outer_of: dict[Variable, Variable], into: list[Any]
+    loop: Loop, needs: list[Variable], outer_of: dict[Variable, Variable], into: list[Any]
 ) -> Any:
     """Replace each inner value of ``needs`` by a new inner input fed from ``outer_of[v]``
     (appended to ``into``: the loop's non-sequences or sequences); the node's replacements,
@@ -365,7 +201,7 @@ def _read_from_outside(
         return None
     replace = {}
     for v in needs:
-        inner = _fresh(v)
+        inner = fresh_like(v)
         replace[v] = inner
         into.append([outer_of[v], inner])
     loop.replace_inner(replace)
@@ -395,7 +231,7 @@ def push_out_seq_scan(fgraph: Any, node: Apply) -> Any:
     the rest of the step, and an extra sequence would only add per-step work."""
     if not isinstance(node.op, Scan):
         return None
-    loop = _Loop(node)
+    loop = Loop(node)
     outer_ns = {inner: outer for outer, inner in loop.non_seqs}
     whole: dict[Variable, Variable] = {}  # inner value -> the outer sequence of its values
     root: dict[Variable, Variable] = {}  # inner value -> the outer sequence it comes from
@@ -578,7 +414,7 @@ def push_out_scan_output(fgraph: Any, node: Apply) -> Any:
     empty ``out``) raised IndexError."""
     if not isinstance(node.op, Scan) or node.op.info.as_while:
         return None
-    loop = _Loop(node)
+    loop = Loop(node)
     inner_ins = list(node.op.inner_inputs)
     inner_outs = loop.inner_outputs()
     seq_outer = {inner: outer for outer, inner in loop.seqs}
@@ -616,9 +452,9 @@ def push_out_scan_output(fgraph: Any, node: Apply) -> Any:
 
 
 def _accumulate_outside(
-    loop: _Loop,
+    loop: Loop,
     node: Apply,
-    rec: _Rec,
+    rec: Rec,
     left: _Operand,
     right: _Operand,
     readers: list[Variable],
@@ -640,7 +476,7 @@ def _accumulate_outside(
             from_buffer.append((operand, other.old, -min(other.taps)))
         else:
             added.append(operand)
-            loop.nits.append(_Nit(operand.value, 0, -len(added)))
+            loop.nits.append(Nit(operand.value, 0, -len(added)))
     new = loop.build()
     for k, operand in enumerate(added):
         operand.stack = new[-1 - k]
@@ -787,158 +623,10 @@ def scan_save_mem(fgraph: Any, node: Apply) -> Any:
     return replace
 
 
-# ---------------------------------------------------------------------------- merging outputs
-
-
-def _computation_keys(
-    inputs: Sequence[Variable], outputs: Sequence[Variable], alias: dict[Variable, Variable]
-) -> dict[Variable, int]:
-    """A number per inner variable, equal for variables computing the same value: the same
-    Op on equal inputs, equal constants, or inner inputs ``alias`` makes the same."""
-    ids: dict[Any, int] = {}
-    key: dict[Variable, int] = {}
-
-    def number(k: Any) -> int:
-        return ids.setdefault(k, len(ids))
-
-    for v in inputs:
-        key[v] = number(("in", alias.get(v, v)))
-    for n in io_toposort(list(inputs), list(outputs)):
-        args = []
-        for i in n.inputs:
-            if i not in key:  # a constant (or a free variable)
-                key[i] = number(("const", i.signature()) if isinstance(i, Constant) else i)
-            args.append(key[i])
-        for k, o in enumerate(n.outputs):
-            key[o] = number((n.op, tuple(args), k))
-    return key
-
-
-@node_rewriter([Scan])
-def scan_merge_inouts(fgraph: Any, node: Apply) -> Any:
-    """Theano's ``scan_merge_inouts``: outputs of one loop that compute the same values
-    become one. Two nit_sot outputs whose inner values are the same computation; two
-    recurrent outputs with the same initial value, taps and buffer whose inner values are
-    the same computation once their taps are identified (then their every entry is equal).
-    The readers of the dropped output read the kept one. (The inputs given twice are read
-    once by :func:`remove_constants_and_unused_inputs_scan`.)"""
-    if not isinstance(node.op, Scan):
-        return None
-    loop = _Loop(node)
-    inner_ins = list(node.op.inner_inputs)
-    groups: dict[Any, list[_Rec]] = {}
-    for r in loop.recs:
-        groups.setdefault((r.outer, tuple(r.taps), r.mit, r.size), []).append(r)
-    # Recurrences assumed equal to their group's first, until their inner values say
-    # otherwise: what is left is consistent (each step's values equal, by induction).
-    same: list[tuple[Any, Any]] = [(r, g[0]) for g in groups.values() for r in g[1:]]
-    while True:
-        alias = {v: k for d, kept in same for v, k in zip(d.inner, kept.inner)}
-        key = _computation_keys(inner_ins, loop.inner_outputs(), alias)
-        still = [(d, kept) for d, kept in same if key[d.out] == key[kept.out]]
-        if len(still) == len(same):
-            break
-        same = still
-    first_nit: dict[tuple[int, int], _Nit] = {}
-    for n in loop.nits:
-        kept = first_nit.setdefault((key[n.out], n.size), n)
-        if kept is not n:
-            same.append((n, kept))
-    if not same:
-        return None
-    dropped = {id(d) for d, _ in same}
-    loop.recs = [r for r in loop.recs if id(r) not in dropped]
-    loop.nits = [n for n in loop.nits if id(n) not in dropped]
-    loop.replace_inner(
-        {v: k for d, kept in same if isinstance(d, _Rec) for v, k in zip(d.inner, kept.inner)}
-    )
-    replace = loop.replacements()
-    for d, kept in same:
-        replace[node.outputs[d.old]] = replace[node.outputs[kept.old]]
-    return replace
-
-
-# ---------------------------------------------------------------------------- merging loops
-
-
-def _steps_key(v: Variable) -> Any:
-    if isinstance(v, Constant):
-        return ("const", int(v.data))
-    return v
-
-
-class ScanMerge(GraphRewriter):
-    """Theano's ``ScanMerge``: Scan nodes running the same number of steps (the same
-    ``n_steps`` variable or equal constants), none depending on another, with the same
-    options (not ``until`` loops), become one Scan whose step runs both steps; the inputs
-    they share are then read once (:func:`remove_constants_and_unused_inputs_scan`)."""
-
-    name = "scan_merge"
-
-    def apply(self, fgraph: Any) -> int:
-        merged = 0
-        while True:
-            bucket = self._find(fgraph)
-            if bucket is None:
-                return merged
-            # One merge at a time: merging a second set of loops found independent before the
-            # first merge could make the two merged loops depend on each other.
-            self._merge(fgraph, bucket)
-            merged += 1
-
-    def _find(self, fgraph: Any) -> list[Apply] | None:
-        """The first set of two or more Scan nodes that can become one, or None."""
-        groups: dict[Any, list[Apply]] = {}
-        for n in fgraph.toposort():
-            if isinstance(n.op, Scan) and not n.op.info.as_while:
-                info = n.op.info
-                mode = n.op.mode
-                mode = mode if mode is None or isinstance(mode, str) else id(mode)
-                key = (
-                    _steps_key(n.inputs[0]),
-                    info.go_backwards,
-                    info.reverse,
-                    info.truncate_gradient,
-                    mode,
-                )
-                groups.setdefault(key, []).append(n)
-        for nodes in groups.values():
-            if len(nodes) < 2:
-                continue
-            above = {
-                n: {v.owner for v in ancestors(n.inputs) if v.owner is not None} for n in nodes
-            }
-            for k, n in enumerate(nodes):
-                bucket = [n]
-                for m in nodes[k + 1 :]:
-                    if all(m not in above[b] and b not in above[m] for b in bucket):
-                        bucket.append(m)
-                if len(bucket) > 1:
-                    return bucket
-        return None
-
-    def _merge(self, fgraph: Any, nodes: list[Apply]) -> None:
-        loops = [_Loop(n) for n in nodes]
-        first = loops[0]
-        tagged: list[tuple[int, int]] = []  # (loop index, old output index)
-        for li, lp in enumerate(loops):
-            for group in (lp.recs, lp.nits, lp.shared):
-                for e in group:
-                    tagged.append((li, e.old))
-                    e.old = len(tagged) - 1
-        for lp in loops[1:]:
-            first.seqs += lp.seqs
-            first.recs += lp.recs
-            first.nits += lp.nits
-            first.shared += lp.shared
-            first.non_seqs += lp.non_seqs
-        first.info = dataclasses.replace(first.info, name="&".join(lp.info.name for lp in loops))
-        new = first.build()
-        pairs = [(nodes[tagged[t][0]].outputs[tagged[t][1]], v) for t, v in new.items()]
-        fgraph.replace_all_validate(pairs, reason=self)
-
-
 # ---------------------------------------------------------------------------- registration
+# Each entry is also tagged with the name Theano 1.0 registered it under (``scanOp_...``), so
+# ``mode.excluding("scanOp_save_mem")`` or ``optimizer_excluding=scanOp_pushout_seqs_ops``
+# in a Theano program turns off the same rewrite.
 
 #: Theano's ``scan_seqopt1``, run once early: the push-out rewrites.
 scan_eqopt1 = SequenceDB()
@@ -948,6 +636,7 @@ scan_eqopt1.register(
     "fast_run",
     "scan",
     "remove_constants_and_unused_inputs_scan",
+    "scanOp_remove_constants_and_unused_inputs0",
     position=1,
 )
 scan_eqopt1.register(
@@ -955,6 +644,7 @@ scan_eqopt1.register(
     in2out(push_out_non_seq_scan, ignore_newtrees=False),
     "fast_run",
     "scan",
+    "scanOp_pushout_nonseqs_ops",
     position=2,
 )
 scan_eqopt1.register(
@@ -962,6 +652,7 @@ scan_eqopt1.register(
     in2out(push_out_seq_scan, ignore_newtrees=False),
     "fast_run",
     "scan",
+    "scanOp_pushout_seqs_ops",
     position=3,
 )
 scan_eqopt1.register(
@@ -970,6 +661,8 @@ scan_eqopt1.register(
     "fast_run",
     "more_mem",
     "scan",
+    "scanOp_pushout_output",
+    "scan_pushout_dot1",  # Theano's PushOutDot1: the same rewrite here
     position=5,
 )
 
@@ -981,17 +674,26 @@ scan_eqopt2.register(
     "fast_run",
     "scan",
     "remove_constants_and_unused_inputs_scan",
+    # Theano ran it three times in this group; here it runs to the fixed point.
+    "scanOp_remove_constants_and_unused_inputs1",
+    "scanop_remove_constants_and_unused_inputs2",
+    "scanOp_remove_constants_and_unused_inputs3",
 )
-scan_eqopt2.register("scan_merge", ScanMerge(), "fast_run", "scan")
-scan_eqopt2.register("scan_merge_inouts", scan_merge_inouts, "fast_run", "scan")
+scan_eqopt2.register("scan_merge", ScanMerge(), "fast_run", "scan", "scanOp_merge")
+scan_eqopt2.register(
+    "scan_merge_inouts", scan_merge_inouts, "fast_run", "scan", "scanOp_merge_inouts"
+)
 
-rewrites.register("optdb", scan_eqopt1, "fast_run", "scan", name="scan_eqopt1", position=0.05)
+rewrites.register(
+    "optdb", scan_eqopt1, "fast_run", "scan", "all_pushout_opt", name="scan_eqopt1", position=0.05
+)
 rewrites.register("optdb", scan_eqopt2, "fast_run", "scan", name="scan_eqopt2", position=1.6)
 rewrites.register(
     "optdb",
     in2out(scan_save_mem, ignore_newtrees=True),
     "fast_run",
     "scan",
+    "scanOp_save_mem",
     name="scan_save_mem",
     position=1.61,
 )
