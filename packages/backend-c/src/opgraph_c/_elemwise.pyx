@@ -150,11 +150,17 @@ cdef void _streamed_parallel(opg_elemwise_kernel* k, Py_ssize_t n, char** ptrs, 
     """:c:func:`_contig_streamed` over ``n`` elements on ``nthreads`` threads, in the
     chunks of the generated ``parallel`` loop (multiples of 64 elements, taken by threads
     as they come free)."""
-    cdef Py_ssize_t chunk = max(4096, (n // (16 * nthreads) + 63) // 64 * 64)
+    cdef Py_ssize_t chunk = _chunk_size(n, nthreads)
     cdef Py_ssize_t c
     for c in prange((n + chunk - 1) // chunk, num_threads=nthreads, schedule="dynamic"):
         _contig_streamed(k, c * chunk, min(n, (c + 1) * chunk), ptrs, nin, nout, itemsize,
                          hoisted)
+
+
+cdef inline Py_ssize_t _chunk_size(Py_ssize_t n, int nthreads) noexcept nogil:
+    """Elements per chunk of a parallel loop over ``n`` (the generated ``parallel`` loop's
+    rule): at least 4096, about 16 chunks per thread, a multiple of 64 elements."""
+    return max(4096, (n // (16 * nthreads) + 63) // 64 * 64)
 
 
 cdef void _rows(opg_elemwise_kernel* k, int nops, int m, const Py_ssize_t* cshape,
@@ -204,7 +210,7 @@ cdef void _walk_parallel(opg_elemwise_kernel* k, int nops, int m, const Py_ssize
     computed in the same vector lane as on one thread and the result does not depend on the
     thread count."""
     cdef Py_ssize_t inner = cshape[m - 1]
-    cdef Py_ssize_t chunk = max(4096, (nrows * inner // (16 * nthreads) + 63) // 64 * 64)
+    cdef Py_ssize_t chunk = _chunk_size(nrows * inner, nthreads)
     cdef Py_ssize_t pieces, per, it, r, p
     if inner > chunk:
         pieces = (inner + chunk - 1) // chunk
