@@ -405,11 +405,12 @@ cdef class ElemwiseThunk(CThunk):
         cdef Py_ssize_t size = 1, n
         cdef cnp.npy_intp* dims
         cdef cnp.ndarray a
-        cdef list arrays = []
+        # inputs, then outputs: one list of its final length (no growth while filled)
+        cdef list arrays = [None] * (nin + nout)
         cdef object kept
         cdef int i, j, d
         for i in range(nin):
-            arrays.append(self._input((<list>self.in_cells[i])[0], i))
+            arrays[i] = self._input((<list>self.in_cells[i])[0], i)
         for d in range(nd):
             shape[d] = -1
             first[d] = 0
@@ -450,7 +451,7 @@ cdef class ElemwiseThunk(CThunk):
                     a = pooled_empty(nd, <cnp.npy_intp*>shape, self.out_typenum[j])
                 else:
                     a = cnp.PyArray_EMPTY(nd, <cnp.npy_intp*>shape, self.out_typenum[j], 0)
-            arrays.append(a)
+            arrays[nin + j] = a
         if size > 0:
             self._compute(arrays, shape, size)
         for j in range(nout):

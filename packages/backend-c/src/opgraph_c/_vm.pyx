@@ -27,6 +27,7 @@ cimport numpy as cnp
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.object cimport PyObject, PyTypeObject, ternaryfunc
 from cpython.pythread cimport (
     NOWAIT_LOCK,
     WAIT_LOCK,
@@ -37,6 +38,7 @@ from cpython.pythread cimport (
     PyThread_release_lock,
     PyThread_type_lock,
 )
+from cpython.type cimport PyType_Modified
 
 cnp.import_array()
 
@@ -620,7 +622,7 @@ cdef class Caller:
         self.owner = me
         try:
             if kwargs or len(args) != self.n_in:
-                return self.fallback(args, kwargs)
+                return self.fallback(args, {} if kwargs is None else kwargs)
             return self._call(args)
         finally:
             self.owner = 0
@@ -737,15 +739,31 @@ cdef class Caller:
 
 
 cdef class CallStar:
-    """A :class:`Caller` called as the function itself: ``star(*args, **kwargs)``."""
+    """A :class:`Caller` called as the function itself: ``star(*args, **kwargs)``.
+
+    Its ``tp_call`` slot is :func:`_star_call` (set below): the argument tuple goes to the
+    caller as it comes, with no keyword dict made for a call that passes none (a Cython
+    ``def __call__(self, *args, **kwargs)`` builds an empty one on every call).
+    """
 
     cdef Caller caller
 
     def __cinit__(self, Caller caller):
         self.caller = caller
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, **kwargs):  # the slot below replaces it; kept for Cython's type
         return self.caller._dispatch(args, kwargs)
+
+
+cdef object _star_call(PyObject* star, PyObject* args, PyObject* kwargs):
+    """``CallStar``'s ``tp_call``: ``kwargs`` is NULL when the call passes no keywords."""
+    return (<CallStar>star).caller._dispatch(
+        <tuple>args, <dict>kwargs if kwargs != NULL else None
+    )
+
+
+(<PyTypeObject*>CallStar).tp_call = <ternaryfunc>_star_call
+PyType_Modified(CallStar)
 
 
 cdef PyThread_type_lock _held_lock() except NULL:

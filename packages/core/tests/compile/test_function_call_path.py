@@ -171,4 +171,4 @@ def test_signature_names_the_inputs_and_their_defaults() -> None:
     # A default before an input without one: any order of arguments is taken.
     h = function([In(y, value=2.0), x], x + y, mode=PY)
     assert str(inspect.signature(h)) == "(*args, **kwargs)"
-    assert callable(f) and "Run the function" in type(f).__call__.__doc__
+    assert callable(f) and "Run the function" in f._python_call.__doc__

@@ -19,7 +19,6 @@ import contextlib
 import copy as _copy
 import gc
 import inspect
-import operator
 import os
 import threading
 import time
@@ -107,6 +106,10 @@ class _Slot:
 class Function:
     """A compiled function: call it with values for its inputs (Theano's ``Function``).
 
+    ``f(*args, **kwargs)`` runs ``f.__call__``, an instance slot: the compiled caller's
+    ``star(*args, **kwargs)`` when the VM gives one, else :meth:`_python_call`. CPython reads
+    a slot in C, so a compiled call costs no Python frame and no attribute lookup here.
+
     Arguments are positional, in the order of the ``inputs`` given to ``function()``, or by
     keyword (the inputs' names); inputs with a default may be left out. Each argument is
     converted by its input's Type unless ``trust_input`` is set.
@@ -133,6 +136,8 @@ class Function:
         Containers of the graph's inputs (shared ones included) and outputs.
     """
 
+    __slots__ = ("__call__", "__dict__", "__weakref__")
+
     def __init__(
         self,
         maker: FunctionMaker,
@@ -141,6 +146,7 @@ class Function:
         output_containers: list[Container],
         defaults: list[Container | None],
     ) -> None:
+        self.__call__ = self._python_call
         self.maker = maker
         self.fn = fn
         self.name = maker.name
@@ -271,10 +277,7 @@ class Function:
         caller = self._caller if value is None else None
         self._fast = getattr(caller, "call", caller)
         star = getattr(caller, "star", None)
-        if star is not None:
-            self._call_entry = star
-        else:
-            self.__dict__.pop("_call_entry", None)
+        self.__call__ = star if star is not None else self._python_call
 
     # ------------------------------------------------------------------ calling
 
@@ -292,17 +295,6 @@ class Function:
         finally:
             self._owner = None
             lock.release()
-
-    #: What a call runs: this Python method, or the compiled caller's ``star(*args,
-    #: **kwargs)`` (set on the instance) when it has one.
-    _call_entry = _python_call
-
-    #: ``f(*args, **kwargs)`` runs ``f._call_entry``, found by C code (a property over
-    #: attrgetter), so that a compiled caller's call costs no Python frame here.
-    __call__ = property(
-        operator.attrgetter("_call_entry"),
-        doc="Run the function: positional arguments in input order, or by input name.",
-    )
 
     @property
     def __signature__(self) -> inspect.Signature:
