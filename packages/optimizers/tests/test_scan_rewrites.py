@@ -684,6 +684,55 @@ def test_dependent_loops_do_not_merge() -> None:
     assert len(_scans(f)) == 2
 
 
+def test_until_loops_with_the_same_condition_merge() -> None:
+    # Both stop where the running sum of xs passes 3: the merged loop stops there too.
+    xs, c0 = T.vector("xs"), T.scalar("c0")
+
+    def stops(step: Any) -> Any:
+        def fn(x: Any, acc: Any, c: Any) -> Any:
+            new = acc + x
+            return [new, step(c, x)], opgraph.scan_module.until(new > 3.0)
+
+        return opgraph.scan(fn, sequences=[xs], outputs_info=[T.zeros_like(c0), c0])[0]
+
+    (s1, a), (s2, b) = stops(lambda c, x: c * 0.5 + x), stops(lambda c, x: T.sin(c) - x)
+    vals = [np.array([1.0, 0.5, 2.0, 4.0, 1.0, 9.0]), np.asarray(0.3, dtype=config.floatX)]
+    vals[0] = vals[0].astype(config.floatX)
+    f = _compare([xs, c0], [a, b, s1 + s2], vals)
+    (node,) = _scans(f)
+    assert node.op.info.as_while and node.op.info.n_rec == 3  # the two sums became one
+    got_a, got_b, total = f(*vals)
+    assert len(got_a) == len(got_b) == 3  # 1, 1.5, 3.5: stopped at the third step
+    c, d = vals[1], vals[1]
+    for x in vals[0][:3]:
+        c, d = c * 0.5 + x, np.sin(d) - x
+    assert_allclose([got_a[-1], got_b[-1]], [c, d], rtol=1e-6)
+    assert_allclose(total, 2 * np.cumsum(vals[0][:3]), rtol=1e-6)
+
+
+def test_until_loops_with_other_conditions_stay_apart() -> None:
+    xs, ys = T.vector("xs"), T.vector("ys")
+
+    def loop(limit: float, seq: Any) -> Any:
+        def fn(x: Any, acc: Any) -> Any:
+            return acc + x, opgraph.scan_module.until(acc + x > limit)
+
+        return opgraph.scan(fn, sequences=[seq], outputs_info=[T.zeros_like(seq[0])], n_steps=6)[0]
+
+    vals = [np.arange(1.0, 9.0).astype(config.floatX), np.arange(2.0, 10.0).astype(config.floatX)]
+    f = _compare([xs], [loop(3.0, xs), loop(10.0, xs)], vals[:1])
+    assert len(_scans(f)) == 2
+    short, long = f(*vals[:1])
+    assert (len(short), len(long)) == (3, 5)  # 1 + 2 + 3 > 3; 1 + ... + 5 > 10
+    # The same inner computation over other sequences is another condition.
+    g = _compare([xs, ys], [loop(3.0, xs), loop(3.0, ys)], vals)
+    assert len(_scans(g)) == 2
+    assert [len(v) for v in g(*vals)] == [3, 2]
+    # Over the same sequence, the same condition: one loop.
+    h = _compare([xs], [loop(3.0, xs), loop(3.0, xs) * 2], vals[:1])
+    assert len(_scans(h)) == 1
+
+
 def test_outputs_computing_the_same_values_become_one() -> None:
     # Two loops over the same steps merge (scan_merge); their equal outputs then become
     # one (scan_merge_inouts): a nit_sot pair and a sit_sot pair with the same start.

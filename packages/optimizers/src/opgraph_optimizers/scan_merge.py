@@ -14,7 +14,7 @@ from opgraph.rewriting import GraphRewriter, node_rewriter
 from opgraph.scan_module.scan_op import Scan
 from opgraph_optimizers.scan_loop import Loop, Nit, Rec
 
-__all__ = ["ScanMerge", "scan_merge_inouts"]
+__all__ = ["ScanMerge", "same_stop", "scan_merge_inouts"]
 
 
 # ---------------------------------------------------------------------------- merging outputs
@@ -91,6 +91,40 @@ def scan_merge_inouts(fgraph: Any, node: Apply) -> Any:
 # ---------------------------------------------------------------------------- merging loops
 
 
+def same_stop(a: Apply, b: Apply) -> bool:
+    """Whether the ``until`` conditions of Scan nodes ``a`` and ``b`` (same steps) are equal
+    at every step: the same computation once the inner inputs reading the same values are
+    identified. Sequences and non-sequences read the same values when their outer variables
+    are the same; two recurrences (one per loop) when they have the same initial value, taps
+    and buffer and their inner values are the same computation under the same assumption
+    (assumed equal, then dropped while inconsistent, as :func:`scan_merge_inouts` does)."""
+    la, lb = Loop(a), Loop(b)
+    alias: dict[Variable, Variable] = {}
+    for pairs_a, pairs_b in ((la.seqs, lb.seqs), (la.non_seqs, lb.non_seqs)):
+        inner_of = {outer: inner for outer, inner in pairs_a}
+        for outer, inner in pairs_b:
+            if outer in inner_of:
+                alias[inner] = inner_of[outer]
+    first: dict[Any, Rec] = {}
+    for r in la.recs:
+        first.setdefault((r.outer, tuple(r.taps), r.mit, r.size), r)
+    same = [
+        (r, first[k])
+        for r in lb.recs
+        if (k := (r.outer, tuple(r.taps), r.mit, r.size)) in first
+    ]
+    inputs = [*a.op.inner_inputs, *b.op.inner_inputs]
+    outputs = la.inner_outputs() + lb.inner_outputs()
+    while True:
+        both = dict(alias)
+        both.update({v: k for d, kept in same for v, k in zip(d.inner, kept.inner)})
+        key = _computation_keys(inputs, outputs, both)
+        still = [(d, kept) for d, kept in same if key[d.out] == key[kept.out]]
+        if len(still) == len(same):
+            return key[la.cond] == key[lb.cond]
+        same = still
+
+
 def _steps_key(v: Variable) -> Any:
     if isinstance(v, Constant):
         return ("const", int(v.data))
@@ -100,8 +134,10 @@ def _steps_key(v: Variable) -> Any:
 class ScanMerge(GraphRewriter):
     """Theano's ``ScanMerge``: Scan nodes running the same number of steps (the same
     ``n_steps`` variable or equal constants), none depending on another, with the same
-    options (not ``until`` loops), become one Scan whose step runs both steps; the inputs
-    they share are then read once (:func:`remove_constants_and_unused_inputs_scan`)."""
+    options, become one Scan whose step runs both steps; the inputs they share are then read
+    once (:func:`remove_constants_and_unused_inputs_scan`). ``until`` loops merge when their
+    conditions are the same computation of the same values (:func:`same_stop`), so the
+    merged loop stops at the step where each of them stopped."""
 
     name = "scan_merge"
 
@@ -120,7 +156,7 @@ class ScanMerge(GraphRewriter):
         """The first set of two or more Scan nodes that can become one, or None."""
         groups: dict[Any, list[Apply]] = {}
         for n in fgraph.toposort():
-            if isinstance(n.op, Scan) and not n.op.info.as_while:
+            if isinstance(n.op, Scan):
                 info = n.op.info
                 mode = n.op.mode
                 mode = mode if mode is None or isinstance(mode, str) else id(mode)
@@ -129,6 +165,7 @@ class ScanMerge(GraphRewriter):
                     info.go_backwards,
                     info.reverse,
                     info.truncate_gradient,
+                    info.as_while,
                     mode,
                 )
                 groups.setdefault(key, []).append(n)
@@ -141,7 +178,9 @@ class ScanMerge(GraphRewriter):
             for k, n in enumerate(nodes):
                 bucket = [n]
                 for m in nodes[k + 1 :]:
-                    if all(m not in above[b] and b not in above[m] for b in bucket):
+                    if all(m not in above[b] and b not in above[m] for b in bucket) and (
+                        not n.op.info.as_while or same_stop(n, m)
+                    ):
                         bucket.append(m)
                 if len(bucket) > 1:
                     return bucket
