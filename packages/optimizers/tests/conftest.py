@@ -188,3 +188,44 @@ def rewrites_check(rng: np.random.Generator) -> RewriteCheck:
 def uses_of() -> Callable[[Any], Uses]:
     """``uses_of(f)(*kinds)``: whether the compiled graph of ``f`` uses any of ``kinds``."""
     return lambda f: Uses(list(f.maker.fgraph.toposort()))
+
+
+def _loop_by_hand(
+    step: Callable[..., Any],
+    seqs: list[Any],
+    inits: list[Any],
+    non_seqs: list[Any],
+    n_nit: int = 0,
+) -> Any:
+    """A Scan node built by hand (scan() itself hoists and deduplicates at build time): one
+    sit_sot output per initial value, then ``n_nit`` nit_sot outputs; returns its outputs."""
+    import opgraph.tensor as T
+    from opgraph.scan_module.scan_op import Scan
+    from opgraph.scan_module.scan_utils import ScanInfo
+    from opgraph.tensor.axes import shape_padleft
+    from opgraph.tensor.basic import unbroadcast
+
+    x_in = [TensorType(s.type.dtype, s.type.broadcastable[1:])() for s in seqs]
+    h_in = [i.type() for i in inits]
+    ns_in = [v.type() for v in non_seqs]
+    outs = step(*x_in, *h_in, *ns_in)
+    outs = list(outs) if isinstance(outs, list) else [outs]
+    info = ScanInfo(
+        n_seqs=len(seqs),
+        rec_taps=((-1,),) * len(inits),
+        n_mit_sot=0,
+        n_nit_sot=n_nit,
+        n_shared_outs=0,
+        n_non_seqs=len(non_seqs),
+    )
+    op = Scan(x_in + h_in + ns_in, outs, info)
+    n = T.cast(seqs[0].shape[0], "int64")
+    firsts = [unbroadcast(shape_padleft(i), 0) for i in inits]
+    return op(n, *seqs, *firsts, *non_seqs, return_list=True)
+
+
+@pytest.fixture
+def loop_by_hand() -> Callable[..., Any]:
+    """``loop_by_hand(step, seqs, inits, non_seqs, n_nit=0)``: the outputs of a Scan node
+    built directly (no hoisting by scan()), so that a rewrite has something to move."""
+    return _loop_by_hand

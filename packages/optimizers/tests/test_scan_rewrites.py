@@ -28,12 +28,8 @@ from opgraph.graph.traversal import io_toposort
 from opgraph.rewriting import in2out
 from opgraph.rewriting.optdb import get_optdb
 from opgraph.scan_module.scan_op import Scan
-from opgraph.scan_module.scan_utils import ScanInfo
-from opgraph.tensor.axes import shape_padleft
-from opgraph.tensor.basic import unbroadcast
 from opgraph.tensor.dot import Dot
 from opgraph.tensor.elemwise import DimShuffle, Elemwise
-from opgraph.tensor.type import TensorType
 from opgraph.testing import verify_grad
 from opgraph_optimizers.merge import MergeOptimizer
 from opgraph_optimizers.scan import (
@@ -66,28 +62,6 @@ def _compare(inputs: list[Any], outputs: Any, values: list[Any]) -> Any:
     for g, w in zip(got, want, strict=True):
         assert_allclose(g, w, rtol=1e-7, atol=1e-10)
     return f
-
-
-def _loop(step: Any, seqs: list[Any], inits: list[Any], non_seqs: list[Any], n_nit: int = 0) -> Any:
-    """A Scan node built by hand (scan() itself hoists and deduplicates at build time): one
-    sit_sot output per initial value, then ``n_nit`` nit_sot outputs; returns its outputs."""
-    x_in = [TensorType(s.type.dtype, s.type.broadcastable[1:])() for s in seqs]
-    h_in = [i.type() for i in inits]
-    ns_in = [v.type() for v in non_seqs]
-    outs = step(*x_in, *h_in, *ns_in)
-    outs = list(outs) if isinstance(outs, list) else [outs]
-    info = ScanInfo(
-        n_seqs=len(seqs),
-        rec_taps=((-1,),) * len(inits),
-        n_mit_sot=0,
-        n_nit_sot=n_nit,
-        n_shared_outs=0,
-        n_non_seqs=len(non_seqs),
-    )
-    op = Scan(x_in + h_in + ns_in, outs, info)
-    n = T.cast(seqs[0].shape[0], "int64")
-    firsts = [unbroadcast(shape_padleft(i), 0) for i in inits]
-    return op(n, *seqs, *firsts, *non_seqs, return_list=True)
 
 
 def _rnn_numpy(xs: np.ndarray, h0: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -167,9 +141,9 @@ def test_theano_names_turn_the_same_rewrites_off(theano_name: str, ours: str) ->
 # ---------------------------------------------------------------------------- push out
 
 
-def test_push_out_non_seq_moves_transpose_out_of_the_loop() -> None:
+def test_push_out_non_seq_moves_transpose_out_of_the_loop(loop_by_hand: Any) -> None:
     xs, h0, W = T.matrix("xs"), T.vector("h0"), T.matrix("W")
-    (buf,) = _loop(lambda x, h, W: T.tanh(T.dot(W.T, h) + x), [xs], [h0], [W])
+    (buf,) = loop_by_hand(lambda x, h, W: T.tanh(T.dot(W.T, h) + x), [xs], [h0], [W])
     out = buf[1:]
     assert any(isinstance(n.op, DimShuffle) for n in _inner_nodes(buf.owner))
     fg = FunctionGraph([xs, h0, W], [out], clone=False)
@@ -558,13 +532,13 @@ def test_save_mem_100000_steps_runs_in_flat_memory() -> None:
 # ---------------------------------------------------------------------------- unused and constant
 
 
-def test_unused_outputs_and_inputs_are_removed() -> None:
+def test_unused_outputs_and_inputs_are_removed(loop_by_hand: Any) -> None:
     xs, h0, a, unused = T.matrix("xs"), T.vector("h0"), T.vector("a"), T.vector("unused")
 
     def step(x: Any, h: Any, a: Any, unused: Any) -> Any:
         return [T.tanh(h + x * a), T.exp(x), h * 2]
 
-    hbuf, ex, _ = _loop(step, [xs], [h0], [a, unused], n_nit=2)
+    hbuf, ex, _ = loop_by_hand(step, [xs], [h0], [a, unused], n_nit=2)
     hs = hbuf[1:]
     assert hbuf.owner.op.info.n_non_seqs == 2
     fg = FunctionGraph([xs, h0, a, unused], [hs], clone=False)
@@ -596,11 +570,11 @@ def test_a_recurrence_read_by_a_kept_output_stays() -> None:
     assert node.op.info.n_rec == 2  # cs has no client, but hs reads its past values
 
 
-def test_constant_non_sequence_is_folded_and_duplicates_merged() -> None:
+def test_constant_non_sequence_is_folded_and_duplicates_merged(loop_by_hand: Any) -> None:
     xs, h0, a = T.matrix("xs"), T.vector("h0"), T.vector("a")
     const = T.constant(np.array([0.5, 2.0, -1.0]))
     step = lambda x, h, a, b, c: h * a + x * b - c  # noqa: E731
-    (buf,) = _loop(step, [xs], [h0], [a, a, const])
+    (buf,) = loop_by_hand(step, [xs], [h0], [a, a, const])
     assert buf.owner.op.info.n_non_seqs == 3
     fg = FunctionGraph([xs, h0, a], [buf], clone=False)
     in2out(remove_constants_and_unused_inputs_scan).rewrite(fg)

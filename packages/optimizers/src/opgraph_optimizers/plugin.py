@@ -18,5 +18,9 @@ def opgraph_register_rewrites(optdb: Any) -> None:
 
 @hookimpl
 def opgraph_namespaces() -> Mapping[str, str]:
-    """``opgraph.tensor.opt`` (Theano's ``theano.tensor.opt`` names) is this package's."""
-    return {"opgraph.tensor.opt": "opgraph_optimizers.tensor_opt"}
+    """``opgraph.tensor.opt`` and ``opgraph.scan_module.scan_opt`` (Theano's
+    ``theano.tensor.opt`` and ``theano.scan_module.scan_opt`` names) are this package's."""
+    return {
+        "opgraph.tensor.opt": "opgraph_optimizers.tensor_opt",
+        "opgraph.scan_module.scan_opt": "opgraph_optimizers.scan_opt",
+    }

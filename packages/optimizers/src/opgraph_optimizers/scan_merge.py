@@ -109,9 +109,7 @@ def same_stop(a: Apply, b: Apply) -> bool:
     for r in la.recs:
         first.setdefault((r.outer, tuple(r.taps), r.mit, r.size), r)
     same = [
-        (r, first[k])
-        for r in lb.recs
-        if (k := (r.outer, tuple(r.taps), r.mit, r.size)) in first
+        (r, first[k]) for r in lb.recs if (k := (r.outer, tuple(r.taps), r.mit, r.size)) in first
     ]
     inputs = [*a.op.inner_inputs, *b.op.inner_inputs]
     outputs = la.inner_outputs() + lb.inner_outputs()

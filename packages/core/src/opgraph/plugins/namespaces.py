@@ -43,6 +43,7 @@ KNOWN: dict[str, str] = {
     "opgraph.sparse": "opgraph-sparse",
     "opgraph.gpuarray": "opgraph-backend-cuda",
     "opgraph.tensor.opt": "opgraph-optimizers",
+    "opgraph.scan_module.scan_opt": "opgraph-optimizers",
 }
 
 _busy = threading.local()
