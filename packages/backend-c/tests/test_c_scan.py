@@ -359,6 +359,108 @@ def test_moving_and_fresh_views_agree() -> None:
     np.testing.assert_array_equal(results[0], results[1])
 
 
+def _in_place_and_copied(node: Apply, values: Sequence[Any]) -> tuple[Any, list[Any]]:
+    """Run ``node``'s C thunk with in-place outputs (checked against ``perform``), then
+    copying every output; both give the same bits. Returns the thunk and its outputs."""
+    got = check_node(node, *values)
+    storage = node_storage(node, [twin(v) if isinstance(v, np.ndarray) else v for v in values])
+    thunk = get_registry().make_thunk(node, storage, None)
+    thunk.inplace_outputs = False
+    thunk()
+    assert thunk.inplace_writes == 0
+    for g, o in zip(got, node.outputs, strict=True):
+        np.testing.assert_array_equal(g, storage[o][0])
+    storage = node_storage(node, [twin(v) if isinstance(v, np.ndarray) else v for v in values])
+    thunk = get_registry().make_thunk(node, storage, None)
+    thunk()
+    return thunk, got
+
+
+@pytest.mark.parametrize("sizes", [None, (2, 3)])
+def test_outputs_written_in_place(sizes: Any) -> None:
+    # 32 x 32 float64 entries (8 KB): the fused step writes each one into its buffer entry.
+    x, h0, a = T.tensor3("x"), T.matrix("h0"), T.matrix("a")
+    outs, _ = theano.scan(
+        lambda xt, h, a: [T.tanh(h * a + xt), T.exp(xt) - h],
+        sequences=[x],
+        outputs_info=[h0, None],
+        non_sequences=[a],
+    )
+    node = _scan_node(outs) if sizes is None else _circular(outs, sizes)
+    values = [
+        np.int64(7),
+        _value((7, 32, 32)),
+        _value((1, 32, 32), seed=1),
+        _value((32, 32), seed=2),
+    ]
+    thunk, got = _in_place_and_copied(node, values)
+    assert [c is not None for c in thunk.write_cells] == [True, True]
+    # every recurrent entry; nit_sot entries from the second step (their buffer is made
+    # at the first)
+    assert thunk.inplace_writes == 7 + 6
+    h, hs = values[2][0], []
+    for t in range(7):
+        h = np.tanh(h * values[3] + values[1][t])
+        hs.append(h)
+    assert_allclose(got[0][-1], hs[-1])
+
+
+def test_outputs_written_in_place_backwards_with_taps_and_until() -> None:
+    x, f0 = T.tensor3("x"), T.tensor3("f0")
+
+    def step(xt, a, b):
+        new = a * 0.5 + b + xt
+        return [new, xt * 3], until(T.sum(new) > 1e300)
+
+    outs, _ = theano.scan(
+        step,
+        sequences=[x],
+        outputs_info=[dict(initial=f0, taps=[-2, -1]), None],
+        go_backwards=True,
+    )
+    node = _scan_node(outs)
+    values = [np.int64(5), _value((5, 16, 40)), _value((2, 16, 40), seed=3)]
+    thunk, _ = _in_place_and_copied(node, values)
+    assert thunk.inplace_writes == 5 + 4
+
+
+def test_an_in_place_chain_writes_from_its_first_node() -> None:
+    # set_subtensor overwrites the elementwise result in place: that result's node writes
+    # into the entry.
+    x, h0 = T.tensor3("x"), T.matrix("h0")
+    out, _ = theano.scan(
+        lambda xt, h: T.set_subtensor((h * 0.5 + xt)[0], 0.0), sequences=[x], outputs_info=[h0]
+    )
+    fn = theano.function([x, h0], out, mode=C_MODE)
+    (thunk,) = [t for t in fn.fn.thunks if isinstance(t, _scan.ScanThunk)]
+    assert thunk.write_cells[0] is not None
+    xv, hv = _value((4, 24, 24)), _value((24, 24), seed=1)
+    got = fn(xv, hv)
+    assert thunk.inplace_writes == 4
+    h, want = hv, []
+    for t in range(4):
+        h = h * 0.5 + xv[t]
+        h[0] = 0.0
+        want.append(h)
+    assert_allclose(got, np.array(want))
+
+
+def test_small_entries_and_views_are_copied() -> None:
+    # 8-byte entries cost less to copy than a view per step; an entry that is the sequence's
+    # own entry (a view) is never written in place.
+    *_, out = _rnn()
+    node = _scan_node(out)
+    thunk, _ = _in_place_and_copied(
+        node, [np.int64(6), _value((6, 3)), _value((1, 3)), _value((3,))]
+    )
+    assert thunk.write_cells[0] is not None and thunk.inplace_writes == 0
+    x = T.tensor3("x")
+    outs, _ = theano.scan(lambda v: v, sequences=[x])
+    node = _scan_node(outs)
+    thunk, _ = _in_place_and_copied(node, [np.int64(3), _value((3, 32, 32))])
+    assert thunk.write_cells == [None] and thunk.inplace_writes == 0
+
+
 # ----------------------------------------------------------------------------------------
 # function level
 

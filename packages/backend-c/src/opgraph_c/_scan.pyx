@@ -13,7 +13,11 @@ runner is a :class:`opgraph_c._vm.CRunner`):
   one can see it move; else a new view is made for the step);
 - the inner VM's runner is called through its C entry point (``run_once``), with no Python
   frame;
-- each output is copied into its buffer with ``memmove`` when it is an ndarray of the
+- an output whose entries take at least ``INPLACE_MIN_BYTES`` and whose inner node can
+  compute into an array found in its cell (an elementwise kernel, also at the start of an
+  in-place chain: :func:`write_cells`) is written in place: before the step, that cell gets
+  a view of the step's buffer entry, and nothing is copied after it;
+- any other output is copied into its buffer with ``memmove`` when it is an ndarray of the
   buffer's dtype, C-contiguous, of the entry's shape (shapes are checked every step, as in
   ``run_loop``); any other value takes ``run_loop``'s own assignment (``buf[i] = value``);
 - shared states (any Python object: a counter array, a RandomState) are carried as objects,
@@ -58,10 +62,14 @@ cdef extern from "Python.h":
 
 cdef enum:
     MAXDIMS = 64
+    # Entries of at least this many bytes are written by the inner graph in place (a view
+    # made per step costs about what copying 1-2 KB does).
+    INPLACE_MIN_BYTES = 4096
     # _put's results.
     PUT_DONE = 0
     PUT_SHAPE = 1   # an ndarray of another shape: the Op's shape error
     PUT_PYTHON = 2  # anything else: run_loop's own ``buf[i] = value``
+    PUT_IN_PLACE = 3  # already there: the inner graph wrote it into the entry
 
 
 cdef cnp.ndarray _view(cnp.ndarray base, int nd, cnp.npy_intp* dims, cnp.npy_intp* strides,
@@ -79,8 +87,9 @@ cdef cnp.ndarray _view(cnp.ndarray base, int nd, cnp.npy_intp* dims, cnp.npy_int
 
 cdef int _put(cnp.ndarray buf, Py_ssize_t row, object value) except -1:
     """Copy ``value`` into ``buf[row]`` when it is an ndarray of the row's shape, of the
-    buffer's dtype and C-contiguous (PUT_DONE); PUT_SHAPE for an ndarray of another shape,
-    PUT_PYTHON for anything else (nothing written in either case)."""
+    buffer's dtype and C-contiguous (PUT_DONE, or PUT_IN_PLACE when it is that row's memory);
+    PUT_SHAPE for an ndarray of another shape, PUT_PYTHON for anything else (nothing
+    written in either case)."""
     cdef cnp.ndarray v
     cdef int d, nd = cnp.PyArray_NDIM(buf) - 1
     if not cnp.PyArray_Check(value):
@@ -97,11 +106,10 @@ cdef int _put(cnp.ndarray buf, Py_ssize_t row, object value) except -1:
         cnp.PyArray_TYPE(v), cnp.PyArray_TYPE(buf)
     ):
         return PUT_PYTHON
-    memmove(
-        cnp.PyArray_BYTES(buf) + row * cnp.PyArray_STRIDE(buf, 0),
-        cnp.PyArray_BYTES(v),
-        <size_t>cnp.PyArray_NBYTES(v),
-    )
+    cdef char* dest = cnp.PyArray_BYTES(buf) + row * cnp.PyArray_STRIDE(buf, 0)
+    if cnp.PyArray_BYTES(v) == dest:
+        return PUT_IN_PLACE
+    memmove(dest, cnp.PyArray_BYTES(v), <size_t>cnp.PyArray_NBYTES(v))
     return PUT_DONE
 
 
@@ -123,6 +131,50 @@ cdef inline object _owned(object value):
     return value
 
 
+def _chain_root(v):
+    """The variable whose memory inner output ``v`` is: ``v`` itself, or the first value of
+    the in-place chain ending in ``v`` (each node overwriting its input); None when ``v`` is
+    an input or a view of one."""
+    while v.owner is not None:
+        node = v.owner
+        k = node.outputs.index(v)
+        destroyed = (getattr(node.op, "destroy_map", None) or {}).get(k)
+        if destroyed:
+            v = node.inputs[destroyed[0]]
+            continue
+        if k in (getattr(node.op, "view_map", None) or {}):
+            return None
+        return v
+    return None
+
+
+def write_cells(inner_function, Py_ssize_t n_out):
+    """Per recurrent and nit_sot output of the loop (the first ``n_out`` inner outputs): the
+    storage cell of the inner node whose array becomes that output (see :func:`_chain_root`)
+    when its thunk writes into an array it finds in that cell (``output_reuse``), so that a
+    view of the output's buffer entry put there is written in place; else None."""
+    vm = inner_function.vm
+    fgraph = inner_function.function.maker.fgraph
+    storage = getattr(vm, "storage_map", None)
+    nodes, thunks = getattr(vm, "nodes", None), getattr(vm, "thunks", None)
+    if storage is None or nodes is None or thunks is None:
+        return [None] * n_out
+    thunk_of = dict(zip(nodes, thunks))
+    outputs = list(fgraph.outputs)
+    cells, taken = [], set()
+    for o in range(n_out):
+        root = _chain_root(outputs[o]) if outputs.count(outputs[o]) == 1 else None
+        flags = None
+        if root is not None and root not in taken and root in storage:
+            flags = getattr(thunk_of.get(root.owner), "output_reuse", None)
+        if flags and flags[root.owner.outputs.index(root)]:
+            taken.add(root)
+            cells.append(storage[root])
+        else:
+            cells.append(None)
+    return cells
+
+
 cdef class ScanThunk(NodeThunk):
     """A Scan node's loop in C (see the module docstring).
 
@@ -142,11 +194,21 @@ cdef class ScanThunk(NodeThunk):
     ----------
     c_calls
         Calls whose loop ran in C; ``perform_calls`` counts those that ran ``run_loop``.
+    inplace_outputs
+        Let the inner graph write each step's outputs of at least ``INPLACE_MIN_BYTES``
+        straight into their buffer entries (default True; False copies every one, for
+        measurements): before the step, a view of the entry goes into the cell of the inner
+        node producing the output (:func:`write_cells`), whose thunk computes into it.
+    write_cells
+        That cell per recurrent and nit_sot output, or None where the output is copied.
+    inplace_writes
+        Entries the inner graph wrote in place (none of them copied), over all calls.
     """
 
     cdef public object inner_function
-    cdef public Py_ssize_t c_calls
-    cdef public bint fresh_views
+    cdef public Py_ssize_t c_calls, inplace_writes
+    cdef public bint fresh_views, inplace_outputs
+    cdef public list write_cells
     cdef object op, info, runner
     cdef list inner_in, inner_out
     cdef Py_ssize_t n_seqs, n_rec, n_nit, n_shared, n_slots, state_pos
@@ -164,6 +226,7 @@ cdef class ScanThunk(NodeThunk):
         self.op, self.info = op, info
         self.inner_function = inner_function
         self.fresh_views = fresh_views
+        self.inplace_outputs = True
         runner = getattr(inner_function.vm, "runner", None)
         self.runner = runner if isinstance(runner, CRunner) else None
         self.inner_in = list(inner_function.input_cells)
@@ -183,6 +246,11 @@ cdef class ScanThunk(NodeThunk):
         self.rec_dtypes = [node.outputs[j].type.dtype for j in range(self.n_rec)]
         self.nit_dtypes = [node.outputs[self.n_rec + k].type.dtype for k in range(self.n_nit)]
         self.nit_ndims = [node.outputs[self.n_rec + k].type.ndim for k in range(self.n_nit)]
+        self.write_cells = (
+            write_cells(inner_function, self.n_rec + self.n_nit)
+            if self.runner is not None
+            else [None] * (self.n_rec + self.n_nit)
+        )
 
     @property
     def runs_in_c(self):
@@ -245,6 +313,11 @@ cdef class ScanThunk(NodeThunk):
         cdef cnp.npy_intp* sizes = lags + n_rec
         cdef cnp.npy_intp* nit_sizes = sizes + n_rec
         cdef char* ptr
+        cdef bint reverse = info.reverse
+        cdef list wcells = self.write_cells
+        cdef object wcell
+        # Whether some output's inner node may write into its buffer entry (see the class).
+        cdef bint writes = self.inplace_outputs and any(c is not None for c in wcells)
 
         for j in range(n_rec):
             init = inputs[base + j]
@@ -309,6 +382,31 @@ cdef class ScanThunk(NodeThunk):
                         cell[0] = <object>PyList_GET_ITEM(views, s)
                 for k in range(n_shared):
                     (<list>inner_in[self.state_pos + k])[0] = states[k]
+                if writes:
+                    for j in range(n_rec + n_nit):
+                        wcell = <object>PyList_GET_ITEM(wcells, j)
+                        if wcell is None:
+                            continue
+                        if j < n_rec:
+                            buf = <cnp.ndarray>bufs[j]
+                            row = (t + lags[j]) % sizes[j]
+                        elif nit_bufs[j - n_rec] is None:  # allocated after the first step
+                            continue
+                        else:
+                            buf = <cnp.ndarray>nit_bufs[j - n_rec]
+                            k = j - n_rec
+                            row = n - 1 - t if reverse else t % nit_sizes[k]
+                        if cnp.PyArray_STRIDE(buf, 0) < INPLACE_MIN_BYTES:
+                            continue
+                        # Only the cell holds the view: a thunk reusing an unshared array
+                        # (an intermediate's) takes it too.
+                        (<list>wcell)[0] = _view(
+                            buf,
+                            cnp.PyArray_NDIM(buf) - 1,
+                            cnp.PyArray_DIMS(buf) + 1,
+                            cnp.PyArray_STRIDES(buf) + 1,
+                            cnp.PyArray_BYTES(buf) + row * cnp.PyArray_STRIDE(buf, 0),
+                        )
                 try:
                     runner.run_once()
                 except Exception as exc:  # run_loop's message, word for word
@@ -321,7 +419,9 @@ cdef class ScanThunk(NodeThunk):
                     buf = <cnp.ndarray>bufs[j]
                     row = (t + lags[j]) % sizes[j]
                     put = _put(buf, row, value)
-                    if put != PUT_DONE:
+                    if put == PUT_IN_PLACE:
+                        self.inplace_writes += 1
+                    elif put != PUT_DONE:
                         want = (<object>buf).shape[1:]
                         if put == PUT_SHAPE or np.shape(value) != want:
                             raise ValueError(op._shape_error(node, j, value, want, t))
@@ -333,9 +433,11 @@ cdef class ScanThunk(NodeThunk):
                             (nit_sizes[k], *np.shape(value)), dtype=self.nit_dtypes[k]
                         )
                     buf = <cnp.ndarray>nit_bufs[k]
-                    row = n - 1 - t if info.reverse else t % nit_sizes[k]
+                    row = n - 1 - t if reverse else t % nit_sizes[k]
                     put = _put(buf, row, value)
-                    if put != PUT_DONE:
+                    if put == PUT_IN_PLACE:
+                        self.inplace_writes += 1
+                    elif put != PUT_DONE:
                         want = (<object>buf).shape[1:]
                         if put == PUT_SHAPE or np.shape(value) != want:
                             raise ValueError(op._shape_error(node, n_rec + k, value, want, t))
@@ -350,6 +452,10 @@ cdef class ScanThunk(NodeThunk):
         finally:
             views = sources = None
             self.inner_function.clear()
+            if writes:  # no cell keeps a view of an output handed to the caller
+                for wcell in wcells:
+                    if wcell is not None:
+                        (<list>wcell)[0] = None
         for j in range(n_rec):
             self.set_out(j, _finish(op, bufs[j], lags[j] + steps_done, lags[j] + n))
         for k in range(n_nit):

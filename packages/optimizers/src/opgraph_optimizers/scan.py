@@ -26,7 +26,8 @@ rewrite rebuilds the Scan node with a new inner graph and layout
 old node's outputs by the new ones (``scan_save_mem`` replaces the readers of the outputs it
 shortens, whose values do not change, so DEBUG_MODE can check it); the inner graph itself is
 rewritten when the inner function compiles, in the mode of the outer function. No in-place
-rewrite is needed: the loop allocates its own output buffers.
+rewrite is needed: the loop allocates its own output buffers, and backend-c's loop lets the
+inner graph write each step's entries into them (``opgraph_c/_scan.pyx``).
 """
 
 from __future__ import annotations
