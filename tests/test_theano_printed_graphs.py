@@ -455,3 +455,31 @@ def test_compiled_graph_prints_as_theano(name):
     inputs, output = build()
     f = theano.function(inputs, output)
     assert theano.printing.debugprint(f, file="str") == expected
+
+
+#: Theano 1.0.5's "Inner graphs of the scan ops" block of a compiled RNN step (without its
+#: header and ids: the outer graphs differ, Theano's buffers being built in the graph).
+THEANO_SCAN_INNER = [
+    " >Elemwise{Composite{exp((tanh(((i0 * i1) + i2)) * i3))}} ''",
+    " > |h0[t-1] ->",
+    " > |a_copy ->",
+    " > |x[t] ->",
+    " > |w_copy ->",
+]
+
+
+def test_scan_inner_graph_prints_as_theano():
+    import re
+
+    xs, a, h0 = T.dmatrix("x"), T.dvector("a"), T.dvector("h0")
+    w = theano.shared(np.ones(3), name="w")
+    out, _ = theano.scan(
+        lambda xt, h, a: T.exp(T.tanh(h * a + xt) * w),
+        sequences=[xs],
+        outputs_info=[h0],
+        non_sequences=[a],
+    )
+    f = theano.function([xs, a, h0], out)
+    text = theano.printing.debugprint(f, file="str")
+    block = text.split("Inner graphs of the scan ops:\n\n")[1].splitlines()[1:]
+    assert [re.sub(r" ?\[id [A-Z]+\]", "", line).rstrip() for line in block] == THEANO_SCAN_INNER

@@ -472,9 +472,10 @@ def scan(
 
 
 def _stand_in(outer: Variable) -> Variable:
-    """A fresh inner variable of ``outer``'s type, name and test value."""
+    """A fresh inner variable of ``outer``'s type and test value, named as Theano names the
+    inner copy of a non-sequence or shared state (``W`` -> ``W_copy``)."""
     new = outer.type()
-    new.name = outer.name
+    new.name = None if outer.name is None else f"{outer.name}_copy"
     _copy_test_value(outer, new)
     return new
 
