@@ -289,3 +289,27 @@ def test_threads_share_the_pool_safely(c_mode: Mode) -> None:
     assert not errors, errors
     info = buffer_pool_info()
     assert info["buffers"] <= 8 and info["bytes"] <= info["cap_bytes"]
+
+
+def test_scan_buffers_and_products_come_from_the_pool(c_mode: Mode) -> None:
+    # A loop's recurrent buffer (9 x 1M float64) and a matrix product's output (8 MB) are
+    # pooled as elementwise outputs are: a second call reuses the pages the first dropped.
+    import opgraph
+
+    x0 = T.dvector("x0")
+    out, _ = opgraph.scan(lambda h: h * 0.5 + 1.0, outputs_info=[x0], n_steps=8)
+    loop = function([x0], out, mode=c_mode)
+    a, b = T.dmatrix("a"), T.dmatrix("b")
+    product = function([a, b], T.dot(a, b), mode=c_mode)
+    start = _data(4)
+    av, bv = _data(5, 1024 * 64).reshape(1024, 64), _data(6, 64 * 1024).reshape(64, 1024)
+    for _ in range(2):
+        hits = buffer_pool_info()["hits"]
+        r = loop(start)
+        p = product(av, bv)
+        assert get_handler_name(r.base if r.base is not None else r) == POOL
+        assert get_handler_name(p) == POOL
+        np.testing.assert_allclose(r[-1], start * 0.5**8 + 2.0 * (1 - 0.5**8))
+        np.testing.assert_allclose(p, av @ bv)
+        del r, p
+    assert buffer_pool_info()["hits"] >= hits + 2

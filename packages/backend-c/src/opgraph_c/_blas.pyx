@@ -45,6 +45,7 @@ from libc.limits cimport INT_MAX
 from opgraph_c._threads cimport (
     Team, blas_threads, have_blas_threads, monotonic, team_init, team_size, team_timed
 )
+from opgraph_c._pool cimport POOL_MIN_BYTES, pooled_empty
 from opgraph_c._vm cimport CThunk
 
 import re
@@ -510,6 +511,12 @@ cdef bint _overlap(cnp.ndarray a, cnp.ndarray b) noexcept:
 
 
 cdef inline cnp.ndarray _empty(int nd, cnp.npy_intp* dims, int typenum, bint fortran):
+    """A new uninitialised output; a big C-ordered one comes from the buffer pool (pages a
+    dropped result already faulted in), as elementwise outputs do."""
+    cdef cnp.dtype descr = cnp.PyArray_DescrFromType(typenum)
+    cdef size_t nbytes = <size_t>cnp.PyArray_MultiplyList(dims, nd) * <size_t>descr.itemsize
+    if not fortran and nbytes >= POOL_MIN_BYTES:
+        return pooled_empty(nd, dims, typenum)
     return <cnp.ndarray>cnp.PyArray_EMPTY(nd, dims, typenum, fortran)
 
 

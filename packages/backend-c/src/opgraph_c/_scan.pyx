@@ -6,7 +6,9 @@ per-step work in C, for a Scan whose inner graph was compiled by the ``c`` linke
 runner is a :class:`opgraph_c._vm.CRunner`):
 
 - the recurrent buffers are allocated once per call (circular ones when ``info.buffer_sizes``
-  says so), nit_sot buffers at the first step, exactly as ``run_loop`` does;
+  says so), nit_sot buffers at the first step, exactly as ``run_loop`` does; big ones come
+  from the buffer pool (``opgraph_c._pool``), as elementwise outputs do, so a loop called
+  again reuses the pages of the buffers its caller dropped instead of faulting in new ones;
 - each inner input that reads a sequence entry or a tap of a recurrent buffer gets an
   ndarray view made once per call; each step only moves that view's data pointer to the
   step's entry (when nothing but the thunk and the inner input cell holds the view, so no
@@ -43,6 +45,7 @@ from opgraph_c._vm cimport CRunner, NodeThunk
 import numpy as np
 
 from opgraph.link.utils import augment_exception
+from opgraph_c._pool import new_array
 
 cnp.import_array()
 
@@ -325,7 +328,7 @@ cdef class ScanThunk(NodeThunk):
             full = lag + n
             size = self.kept[j] or full
             size = max(min(size, full), lag + 1 if n else lag)
-            buf = np.empty((size, *init.shape[1:]), dtype=self.rec_dtypes[j])
+            buf = new_array((size, *init.shape[1:]), self.rec_dtypes[j])
             buf[:lag] = init[:lag]
             bufs.append(buf)
             sizes[j] = size
@@ -429,9 +432,7 @@ cdef class ScanThunk(NodeThunk):
                 for k in range(n_nit):
                     value = (<list>inner_out[n_rec + k])[0]
                     if nit_bufs[k] is None:
-                        nit_bufs[k] = np.empty(
-                            (nit_sizes[k], *np.shape(value)), dtype=self.nit_dtypes[k]
-                        )
+                        nit_bufs[k] = new_array((nit_sizes[k], *np.shape(value)), self.nit_dtypes[k])
                     buf = <cnp.ndarray>nit_bufs[k]
                     row = n - 1 - t if reverse else t % nit_sizes[k]
                     put = _put(buf, row, value)
