@@ -56,9 +56,11 @@ def test_namespace_resolves_to_the_plugin():
     assert opt.is_an_upcast("int32", "float64") and not opt.is_an_upcast("float64", "int32")
 
 
-def test_missing_plugin_names_the_package():
+@pytest.mark.parametrize("module", ["opgraph.tensor.opt", "opgraph.scan_module.scan_opt"])
+def test_missing_plugin_names_the_package(module):
+    """Both namespaces of this package, imported without it: the error names it."""
     env = dict(os.environ, OPGRAPH_DISABLE_PLUGIN_AUTOLOAD="1", OPGRAPH_PLUGINS="")
-    code = "import opgraph.tensor.opt"
+    code = f"import {module}"
     proc = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
