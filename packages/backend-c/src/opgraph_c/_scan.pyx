@@ -215,7 +215,7 @@ cdef class ScanThunk(NodeThunk):
     cdef object op, info, runner
     cdef list inner_in, inner_out
     cdef Py_ssize_t n_seqs, n_rec, n_nit, n_shared, n_slots, state_pos
-    cdef bint as_while
+    cdef bint as_while, has_write_cells
     cdef tuple lags, kept  # kept: info.buffer_size of each recurrent and nit_sot output
     cdef list rec_dtypes, nit_dtypes, nit_ndims
     # Per tap slot (inner inputs n_seqs .. n_slots - 1): its recurrent output and tap.
@@ -254,6 +254,7 @@ cdef class ScanThunk(NodeThunk):
             if self.runner is not None
             else [None] * (self.n_rec + self.n_nit)
         )
+        self.has_write_cells = any(c is not None for c in self.write_cells)
 
     @property
     def runs_in_c(self):
@@ -320,7 +321,7 @@ cdef class ScanThunk(NodeThunk):
         cdef list wcells = self.write_cells
         cdef object wcell
         # Whether some output's inner node may write into its buffer entry (see the class).
-        cdef bint writes = self.inplace_outputs and any(c is not None for c in wcells)
+        cdef bint writes = self.inplace_outputs and self.has_write_cells
 
         for j in range(n_rec):
             init = inputs[base + j]

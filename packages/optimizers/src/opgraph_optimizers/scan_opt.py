@@ -124,9 +124,9 @@ class ScanInplaceOptimizer:
 
     Theano's Scan read preallocated output buffers from the outer graph, and this rewrite let
     it overwrite them instead of copying them first. opgraph's Scan allocates its buffers
-    itself, once per call, and its compiled loop lets the inner graph's last node write each
-    step's value straight into its buffer entry (``opgraph_c/_scan.pyx``), so no outer value
-    is copied or overwritten.
+    itself, once per call, and its compiled loop lets the elementwise node computing an
+    output write each step's entry (4 KB or more) straight into the buffer
+    (``opgraph_c/_scan.pyx``), so no outer value is copied or overwritten.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
