@@ -44,6 +44,26 @@ def _computation_keys(
     return key
 
 
+def _equal_recurrences(
+    inputs: Sequence[Variable],
+    outputs: Sequence[Variable],
+    same: list[tuple[Any, Any]],
+    alias: dict[Variable, Variable],
+) -> tuple[list[tuple[Any, Any]], dict[Variable, int]]:
+    """Of the pairs of recurrences ``same`` (each assumed equal to its kept one), those whose
+    inner values stay the same computation when their taps, and the inner inputs of
+    ``alias``, are identified: pairs are dropped until the assumption is consistent (each
+    step's values then equal, by induction). Returns them with the computation keys."""
+    while True:
+        both = dict(alias)
+        both.update({v: k for d, kept in same for v, k in zip(d.inner, kept.inner)})
+        key = _computation_keys(inputs, outputs, both)
+        still = [(d, kept) for d, kept in same if key[d.out] == key[kept.out]]
+        if len(still) == len(same):
+            return same, key
+        same = still
+
+
 @node_rewriter([Scan])
 def scan_merge_inouts(fgraph: Any, node: Apply) -> Any:
     """Theano's ``scan_merge_inouts``: outputs of one loop that compute the same values
@@ -59,16 +79,8 @@ def scan_merge_inouts(fgraph: Any, node: Apply) -> Any:
     groups: dict[Any, list[Rec]] = {}
     for r in loop.recs:
         groups.setdefault((r.outer, tuple(r.taps), r.mit, r.size), []).append(r)
-    # Recurrences assumed equal to their group's first, until their inner values say
-    # otherwise: what is left is consistent (each step's values equal, by induction).
     same: list[tuple[Any, Any]] = [(r, g[0]) for g in groups.values() for r in g[1:]]
-    while True:
-        alias = {v: k for d, kept in same for v, k in zip(d.inner, kept.inner)}
-        key = _computation_keys(inner_ins, loop.inner_outputs(), alias)
-        still = [(d, kept) for d, kept in same if key[d.out] == key[kept.out]]
-        if len(still) == len(same):
-            break
-        same = still
+    same, key = _equal_recurrences(inner_ins, loop.inner_outputs(), same, {})
     first_nit: dict[tuple[int, int], Nit] = {}
     for n in loop.nits:
         kept = first_nit.setdefault((key[n.out], n.size), n)
@@ -96,8 +108,8 @@ def same_stop(a: Apply, b: Apply) -> bool:
     at every step: the same computation once the inner inputs reading the same values are
     identified. Sequences and non-sequences read the same values when their outer variables
     are the same; two recurrences (one per loop) when they have the same initial value, taps
-    and buffer and their inner values are the same computation under the same assumption
-    (assumed equal, then dropped while inconsistent, as :func:`scan_merge_inouts` does)."""
+    and buffer and their inner values are the same computation (:func:`_equal_recurrences`,
+    as for :func:`scan_merge_inouts`)."""
     la, lb = Loop(a), Loop(b)
     alias: dict[Variable, Variable] = {}
     for pairs_a, pairs_b in ((la.seqs, lb.seqs), (la.non_seqs, lb.non_seqs)):
@@ -112,15 +124,8 @@ def same_stop(a: Apply, b: Apply) -> bool:
         (r, first[k]) for r in lb.recs if (k := (r.outer, tuple(r.taps), r.mit, r.size)) in first
     ]
     inputs = [*a.op.inner_inputs, *b.op.inner_inputs]
-    outputs = la.inner_outputs() + lb.inner_outputs()
-    while True:
-        both = dict(alias)
-        both.update({v: k for d, kept in same for v, k in zip(d.inner, kept.inner)})
-        key = _computation_keys(inputs, outputs, both)
-        still = [(d, kept) for d, kept in same if key[d.out] == key[kept.out]]
-        if len(still) == len(same):
-            return key[la.cond] == key[lb.cond]
-        same = still
+    _, key = _equal_recurrences(inputs, la.inner_outputs() + lb.inner_outputs(), same, alias)
+    return key[la.cond] == key[lb.cond]
 
 
 def _steps_key(v: Variable) -> Any:

@@ -85,9 +85,10 @@ class PushOutNonSeqScan(_OnEachScan):
 
 
 class PushOutSeqScan(_OnEachScan):
-    """Theano's ``PushOutSeqScan``: elementwise computations of sequence entries (and a
-    product of a sequence entry with a non-sequence) become whole-sequence computations
-    outside the loop (:func:`~opgraph_optimizers.scan.push_out_seq_scan`)."""
+    """Theano's ``PushOutSeqScan``: a computation of sequence entries that includes a product
+    with a non-sequence becomes one whole-sequence computation outside the loop; unlike
+    Theano, elementwise-only chains stay in the step, fused with the rest of it
+    (:func:`~opgraph_optimizers.scan.push_out_seq_scan`)."""
 
     node_rewriter = _scan.push_out_seq_scan
     ignore_newtrees = False
